@@ -1,1 +1,264 @@
-fn main() {}
+//! `karu`: read exact byte ranges from local files, HTTP(S) and object stores.
+
+use std::io::{self, BufRead, Write};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use karu::plan::{self, Overrides};
+use karu::{Client, Config, Error, Locator, Read, Status};
+
+/// Read exact byte ranges from local files, HTTP(S) and object stores.
+#[derive(Parser)]
+#[command(name = "karu", version, about)]
+struct Cli {
+    /// Set a karu option (repeatable), e.g. `-c KARU_CONCURRENCY=16`.
+    #[arg(short = 'c', long = "option", value_name = "NAME=VALUE", global = true)]
+    options: Vec<String>,
+    /// Ignore the environment (a hermetic configuration).
+    #[arg(long, global = true)]
+    hermetic: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Read LENGTH bytes at OFFSET and write them to stdout or a file.
+    Read {
+        /// Locator: a path, file://, http(s)://, s3://, gs://, az://, abfs://, hf://, source:// or /vsi*/.
+        uri: String,
+        /// Offset relative to the locator's window.
+        offset: u64,
+        /// Number of bytes.
+        length: u64,
+        /// Write to this file instead of stdout.
+        #[arg(short, long)]
+        output: Option<std::path::PathBuf>,
+        /// Print the batch counters to stderr.
+        #[arg(long)]
+        stats: bool,
+    },
+    /// Print the visible size and strong ETag.
+    Stat {
+        /// Locator.
+        uri: String,
+    },
+    /// Write the whole object to stdout, through ranged reads.
+    Cat {
+        /// Locator.
+        uri: String,
+    },
+    /// Print the transfers the planner makes for `offset,length` lines.
+    Plan {
+        /// Locator.
+        uri: String,
+        /// File of `offset,length` lines, or `-` for stdin.
+        #[arg(long)]
+        ranges: String,
+        #[command(flatten)]
+        overrides: PlanOverrides,
+    },
+}
+
+#[derive(Args)]
+struct PlanOverrides {
+    /// Largest gap merged (0 disables merging).
+    #[arg(long)]
+    gap: Option<u64>,
+    /// Largest merged span.
+    #[arg(long)]
+    limit: Option<u64>,
+    /// Most reads per transfer.
+    #[arg(long)]
+    parts: Option<u64>,
+    /// Most fetched bytes per requested byte.
+    #[arg(long)]
+    amplification: Option<u64>,
+}
+
+/// Exit codes: 0 success, 2 usage, otherwise 10 + the magnitude of the karu status
+/// (e.g. 11 malformed URI, 15 file error, 18 range past end, 23 not found).
+fn exit_code(status: Status) -> ExitCode {
+    let code = status.code();
+    ExitCode::from(if code == 0 { 0 } else { (10 + code.unsigned_abs()) as u8 })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("karu: {e}");
+            exit_code(e.status())
+        }
+    }
+}
+
+fn client(cli: &Cli) -> Result<Client, Error> {
+    let mut config = if cli.hermetic {
+        Config::empty()
+    } else {
+        Config::from_env()
+    };
+    for opt in &cli.options {
+        let (name, value) = opt.split_once('=').ok_or_else(|| {
+            Error::new(Status::Config, format!("option '{opt}' is not NAME=VALUE"))
+        })?;
+        config.set(name, Some(value))?;
+    }
+    Client::new(&config)
+}
+
+fn io_err(e: io::Error) -> Error {
+    Error::new(Status::Io, e.to_string())
+}
+
+fn run(cli: Cli) -> Result<(), Error> {
+    let client = client(&cli)?;
+    match cli.command {
+        Command::Read {
+            uri,
+            offset,
+            length,
+            output,
+            stats,
+        } => {
+            let object = Locator::parse(&uri)?;
+            let batch = client.submit(vec![Read::new(&object, offset, length)])?;
+            let done = batch.next().expect("one read gives one completion");
+            if stats {
+                eprintln!("{:?}", batch.stats());
+            }
+            let data = done.into_result()?;
+            match output {
+                Some(path) => std::fs::write(&path, &data)
+                    .map_err(|e| Error::new(Status::Io, format!("{}: {e}", path.display()))),
+                None => io::stdout().lock().write_all(&data).map_err(io_err),
+            }
+        }
+        Command::Stat { uri } => {
+            let object = Locator::parse(&uri)?;
+            let info = client.stat(&object)?;
+            println!("size: {}", info.size);
+            println!("etag: {}", info.etag.as_deref().unwrap_or(""));
+            Ok(())
+        }
+        Command::Cat { uri } => cat(&client, &uri),
+        Command::Plan {
+            uri,
+            ranges,
+            overrides,
+        } => plan_command(&client, &uri, &ranges, &overrides),
+    }
+}
+
+/// Streams the whole object in 8 MiB ranges, a few batches in flight ahead of the writer.
+fn cat(client: &Client, uri: &str) -> Result<(), Error> {
+    const CHUNK: u64 = 8 << 20;
+    const AHEAD: u64 = 4;
+    let object = Locator::parse(uri)?;
+    let size = client.size(&object)?;
+    let mut out = io::stdout().lock();
+    let mut next = 0u64;
+    let mut inflight = std::collections::VecDeque::new();
+    while next < size || !inflight.is_empty() {
+        while next < size && (inflight.len() as u64) < AHEAD {
+            let len = CHUNK.min(size - next);
+            inflight.push_back(client.submit(vec![Read::new(&object, next, len)])?);
+            next += len;
+        }
+        let batch = inflight.pop_front().expect("a batch in flight");
+        let done = batch.next().expect("one read gives one completion");
+        out.write_all(&done.into_result()?).map_err(io_err)?;
+    }
+    out.flush().map_err(io_err)
+}
+
+fn plan_command(client: &Client, uri: &str, ranges: &str, o: &PlanOverrides) -> Result<(), Error> {
+    let object = Locator::parse(uri)?;
+    let text = if ranges == "-" {
+        let mut s = String::new();
+        for line in io::stdin().lock().lines() {
+            s.push_str(&line.map_err(io_err)?);
+            s.push('\n');
+        }
+        s
+    } else {
+        std::fs::read_to_string(ranges)
+            .map_err(|e| Error::new(Status::Io, format!("{ranges}: {e}")))?
+    };
+    let mut reads = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let parsed = line
+            .split_once(',')
+            .and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)));
+        let (offset, length): (u64, u64) = parsed.ok_or_else(|| {
+            Error::new(
+                Status::Invalid,
+                format!("{ranges}:{}: expected OFFSET,LENGTH, got '{line}'", n + 1),
+            )
+        })?;
+        reads.push((offset, length));
+    }
+    let policy = client.policy().with(&Overrides {
+        gap: o.gap,
+        limit: o.limit,
+        parts: o.parts,
+        amplification: o.amplification,
+    })?;
+    let requests: Vec<plan::Request<'_>> = reads
+        .iter()
+        .map(|&(offset, length)| plan::Request {
+            locator: &object,
+            offset,
+            length,
+            if_match: None,
+        })
+        .collect();
+    let planned = plan::plan(&requests, &policy);
+    let mut out = io::stdout().lock();
+    let w = |out: &mut io::StdoutLock<'_>, s: String| writeln!(out, "{s}").map_err(io_err);
+    w(
+        &mut out,
+        format!(
+            "policy: gap {} limit {} parts {} amplification {}",
+            policy.gap, policy.limit, policy.parts, policy.amplification
+        ),
+    )?;
+    let mut fetched = 0u64;
+    for (i, t) in planned.transfers.iter().enumerate() {
+        fetched += t.length;
+        w(
+            &mut out,
+            format!(
+                "transfer {i}: bytes {}-{} ({} bytes, {} parts)",
+                t.offset,
+                t.offset + t.length - 1,
+                t.length,
+                t.parts.len()
+            ),
+        )?;
+    }
+    for (i, e) in &planned.rejected {
+        w(&mut out, format!("rejected read {i}: {e}"))?;
+    }
+    let ratio = if planned.requested_bytes == 0 {
+        0.0
+    } else {
+        fetched as f64 / planned.requested_bytes as f64
+    };
+    w(
+        &mut out,
+        format!(
+            "reads: {}  transfers: {}  requested: {} bytes  fetched: {} bytes  fetched/requested: {ratio:.2}",
+            reads.len(),
+            planned.transfers.len(),
+            planned.requested_bytes,
+            fetched
+        ),
+    )
+}

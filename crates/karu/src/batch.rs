@@ -1,0 +1,353 @@
+//! Batches: one completion per read, from a queue that several threads (or tasks) may drain.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Status};
+
+/// The finished read: its tag, its status, how many bytes at the start of its buffer are
+/// defined, and the buffer itself when it was owned (karu's or a moved-in vector).
+///
+/// On success `got` equals the requested length. On failure `got` is 0, except for a
+/// `Range` failure where the object ends inside the read: `got` is then the valid prefix.
+#[derive(Debug)]
+pub struct Completion {
+    /// The tag given to [`Read::tag`](crate::Read::tag).
+    pub tag: u64,
+    /// `Ok` or the read's own error.
+    pub result: Result<(), Error>,
+    /// Defined bytes at the start of the buffer.
+    pub got: u64,
+    /// The owned destination (`None` for borrowed or raw destinations, and for reads that
+    /// failed before any buffer was allocated).
+    pub buffer: Option<Vec<u8>>,
+}
+
+impl Completion {
+    /// The defined bytes (`got` of them); empty for borrowed destinations.
+    pub fn bytes(&self) -> &[u8] {
+        match &self.buffer {
+            Some(b) => &b[..(self.got as usize).min(b.len())],
+            None => &[],
+        }
+    }
+
+    /// The status: `Ok` or the error's status.
+    pub fn status(&self) -> Status {
+        match &self.result {
+            Ok(()) => Status::Ok,
+            Err(e) => e.status(),
+        }
+    }
+
+    /// The buffer on success, the error otherwise.
+    pub fn into_result(self) -> Result<Vec<u8>, Error> {
+        self.result.map(|()| self.buffer.unwrap_or_default())
+    }
+}
+
+/// The nine counters of a batch (`karu_batch_stats`), read independently.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchStats {
+    /// Transfers left after coalescing.
+    pub transfers: u64,
+    /// Transfers completed.
+    pub transfers_finished: u64,
+    /// Sum of valid request lengths.
+    pub requested_bytes: u64,
+    /// Local bytes read plus accepted 2xx body bytes (gaps, skipped prefixes and retries
+    /// included; error bodies excluded).
+    pub received_bytes: u64,
+    /// Ordinary retries.
+    pub retries: u64,
+    /// Attempts answered with HTTP 429 or 503.
+    pub throttled: u64,
+    /// Connections opened rather than reused.
+    pub new_connections: u64,
+    /// Retries that kept more bytes of a partial body.
+    pub resumed: u64,
+    /// Credential refreshes triggered by an authentication failure.
+    pub credential_refreshes: u64,
+}
+
+/// Atomic twins of [`BatchStats`], updated by the engine.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) transfers: AtomicU64,
+    pub(crate) transfers_finished: AtomicU64,
+    pub(crate) requested_bytes: AtomicU64,
+    pub(crate) received_bytes: AtomicU64,
+    pub(crate) retries: AtomicU64,
+    pub(crate) throttled: AtomicU64,
+    pub(crate) new_connections: AtomicU64,
+    pub(crate) resumed: AtomicU64,
+    pub(crate) credential_refreshes: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> BatchStats {
+        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        BatchStats {
+            transfers: r(&self.transfers),
+            transfers_finished: r(&self.transfers_finished),
+            requested_bytes: r(&self.requested_bytes),
+            received_bytes: r(&self.received_bytes),
+            retries: r(&self.retries),
+            throttled: r(&self.throttled),
+            new_connections: r(&self.new_connections),
+            resumed: r(&self.resumed),
+            credential_refreshes: r(&self.credential_refreshes),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    ready: VecDeque<Completion>,
+    /// Reads not yet completed.
+    pending: usize,
+    /// Workers currently holding this batch's destinations.
+    busy: usize,
+    wakers: Vec<Waker>,
+}
+
+/// What the engine shares with a batch: the completion queue, counters and cancellation.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    /// Signalled when a completion arrives or the batch ends.
+    ready: Condvar,
+    /// Signalled when the last busy worker lets go of the batch.
+    idle: Condvar,
+    cancelled: AtomicBool,
+    /// Unique per batch, so per-batch caches never confuse two batches.
+    pub(crate) id: u64,
+    pub(crate) counters: Counters,
+}
+
+impl Shared {
+    pub(crate) fn new(pending: usize) -> Arc<Shared> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        let shared = Shared {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            ..Shared::default()
+        };
+        shared.lock().pending = pending;
+        Arc::new(shared)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave State inconsistent (plain pushes and
+        // counts), so poisoning is ignored.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// True once the batch was dropped: queued work must be discarded unread.
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
+    /// A worker asks to use the batch's destinations; false when the batch is cancelled.
+    pub(crate) fn begin(&self) -> bool {
+        let mut st = self.lock();
+        if self.is_cancelled() {
+            return false;
+        }
+        st.busy += 1;
+        true
+    }
+
+    /// The worker is done with the destinations and hands over its completions.
+    pub(crate) fn finish(&self, done: impl IntoIterator<Item = Completion>) {
+        let mut st = self.lock();
+        st.busy -= 1;
+        if !self.is_cancelled() {
+            for c in done {
+                st.pending -= 1;
+                st.ready.push_back(c);
+            }
+        }
+        self.wake(st);
+        self.idle.notify_all();
+    }
+
+    /// Completions that need no worker (planner rejections, unsupported backends).
+    pub(crate) fn complete(&self, done: impl IntoIterator<Item = Completion>) {
+        let mut st = self.lock();
+        for c in done {
+            st.pending -= 1;
+            st.ready.push_back(c);
+        }
+        self.wake(st);
+    }
+
+    fn wake(&self, mut st: MutexGuard<'_, State>) {
+        let wakers = std::mem::take(&mut st.wakers);
+        drop(st);
+        self.ready.notify_all();
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    fn ended(&self, st: &State) -> bool {
+        st.ready.is_empty() && (st.pending == 0 || self.is_cancelled())
+    }
+
+    /// Cancels the batch and waits until no worker holds its destinations.
+    fn cancel(&self) {
+        let mut st = self.lock();
+        self.cancelled.store(true, Ordering::Release);
+        while st.busy > 0 {
+            st = self.idle.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.ready.clear();
+        self.wake(st);
+    }
+}
+
+/// What [`Batch::next_timeout`] found.
+#[derive(Debug)]
+pub enum Next {
+    /// One completion.
+    Done(Completion),
+    /// Every read has completed and been taken (or the batch was cancelled).
+    End,
+    /// The wait expired first.
+    Timeout,
+}
+
+/// Submitted reads. Completions come one per read, in completion order; several threads may
+/// drain one batch (each completion goes to exactly one of them, and all see the end).
+///
+/// Dropping a batch cancels its queued work and waits until no worker touches its buffers.
+///
+/// ```
+/// # let dir = std::env::temp_dir().join("karu-doc-batch");
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// # let path = dir.join("data.bin");
+/// # std::fs::write(&path, vec![7u8; 8192]).unwrap();
+/// let client = karu::Client::new(&karu::Config::empty()).unwrap();
+/// let object = karu::Locator::parse(path.to_str().unwrap()).unwrap();
+/// let batch = client.submit(vec![
+///     karu::Read::new(&object, 0, 4096).tag(1),
+///     karu::Read::new(&object, 4096, 4096).tag(2),
+/// ]).unwrap();
+/// let mut tags = Vec::new();
+/// for done in &batch {
+///     assert_eq!(done.bytes(), &[7u8; 4096][..]);
+///     tags.push(done.tag);
+/// }
+/// tags.sort();
+/// assert_eq!(tags, [1, 2]);
+/// assert_eq!(batch.stats().requested_bytes, 8192);
+/// ```
+#[derive(Debug)]
+pub struct Batch {
+    pub(crate) shared: Arc<Shared>,
+    /// Keeps the engine (and so its workers) alive while the batch lives.
+    pub(crate) _engine: Option<Arc<crate::engine::Engine>>,
+}
+
+impl Batch {
+    /// Waits for the next completion; `None` at the end.
+    pub fn next(&self) -> Option<Completion> {
+        match self.wait(None) {
+            Next::Done(c) => Some(c),
+            Next::End | Next::Timeout => None,
+        }
+    }
+
+    /// Waits at most `timeout` (zero polls) for the next completion.
+    pub fn next_timeout(&self, timeout: Duration) -> Next {
+        self.wait(Some(Instant::now() + timeout))
+    }
+
+    fn wait(&self, deadline: Option<Instant>) -> Next {
+        let shared = &self.shared;
+        let mut st = shared.lock();
+        loop {
+            if let Some(c) = st.ready.pop_front() {
+                return Next::Done(c);
+            }
+            if shared.ended(&st) {
+                return Next::End;
+            }
+            st = match deadline {
+                None => shared.ready.wait(st).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Next::Timeout;
+                    }
+                    shared
+                        .ready
+                        .wait_timeout(st, d - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            };
+        }
+    }
+
+    /// The next completion, awaited without blocking a thread; `None` at the end.
+    pub fn next_async(&self) -> NextAsync<'_> {
+        NextAsync { batch: self }
+    }
+
+    /// The counters so far (each read independently).
+    pub fn stats(&self) -> BatchStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// Reads not yet completed.
+    pub fn pending(&self) -> usize {
+        self.shared.lock().pending
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        self.shared.cancel();
+    }
+}
+
+impl Iterator for &Batch {
+    type Item = Completion;
+    fn next(&mut self) -> Option<Completion> {
+        Batch::next(self)
+    }
+}
+
+/// Future of [`Batch::next_async`].
+#[derive(Debug)]
+pub struct NextAsync<'a> {
+    batch: &'a Batch,
+}
+
+impl Future for NextAsync<'_> {
+    type Output = Option<Completion>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
+        let shared = &self.batch.shared;
+        let mut st = shared.lock();
+        if let Some(c) = st.ready.pop_front() {
+            return Poll::Ready(Some(c));
+        }
+        if shared.ended(&st) {
+            return Poll::Ready(None);
+        }
+        if !st.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            st.wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}

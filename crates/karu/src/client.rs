@@ -1,0 +1,300 @@
+//! `Client`: the entry point. Holds a frozen settings snapshot and starts its engine on first
+//! use; submits batches, runs blocking and async reads and probes.
+
+use std::sync::{Arc, Mutex};
+
+use crate::batch::{Batch, Completion, Counters, Shared};
+use crate::config::{Config, Settings};
+use crate::engine::{Engine, PartRead, Work};
+use crate::error::{Error, Result};
+use crate::locator::Locator;
+use crate::plan::{self, Overrides, Policy};
+use crate::probe::{self, Ends, ObjectInfo};
+use crate::read::Read;
+
+struct Inner {
+    settings: Settings,
+    policy: Policy,
+    /// The engine and the pid that started it: a forked child builds its own (spec §1.10).
+    engine: Mutex<Option<(u32, Arc<Engine>)>>,
+}
+
+/// A karu client: `Send + Sync + Clone`, cheap to clone (shared inside).
+///
+/// ```
+/// # let path = std::env::temp_dir().join("karu-doc-client.bin");
+/// # std::fs::write(&path, b"hello, ranges").unwrap();
+/// let client = karu::Client::new(&karu::Config::empty()).unwrap();
+/// let object = karu::Locator::parse(path.to_str().unwrap()).unwrap();
+/// assert_eq!(client.read(&object, 7, 6).unwrap(), b"ranges");
+/// assert_eq!(client.size(&object).unwrap(), 13);
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Freezes `config` (validating every layer; `Config` errors name the bad value) into a
+    /// client. The config may be dropped or changed afterwards.
+    pub fn new(config: &Config) -> Result<Client> {
+        let settings = config.freeze()?;
+        let policy = Policy {
+            gap: settings.coalesce_gap(),
+            limit: settings.coalesce_limit(),
+            parts: settings.coalesce_parts(),
+            amplification: settings.coalesce_amplification(),
+        };
+        Ok(Client {
+            inner: Arc::new(Inner {
+                settings,
+                policy,
+                engine: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// The frozen settings.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// The planner policy of this client (before per-batch overrides).
+    pub fn policy(&self) -> Policy {
+        self.inner.policy
+    }
+
+    /// True when `config` would build a client with exactly these settings. No I/O.
+    pub fn matches(&self, config: &Config) -> Result<bool> {
+        self.inner.settings.matches(config)
+    }
+
+    fn engine(&self) -> Arc<Engine> {
+        let pid = std::process::id();
+        let mut slot = self.inner.engine.lock().unwrap_or_else(|e| e.into_inner());
+        match slot.as_ref() {
+            Some((p, e)) if *p == pid => Arc::clone(e),
+            _ => {
+                if let Some(inherited) = slot.take() {
+                    // The parent's worker threads do not exist in a forked child: abandon
+                    // its engine without running destructors that would wait for them.
+                    std::mem::forget(inherited);
+                }
+                let engine = Arc::new(Engine::start());
+                *slot = Some((pid, Arc::clone(&engine)));
+                engine
+            }
+        }
+    }
+
+    /// Submits reads and returns at once. Each read completes on its own; bad reads complete
+    /// at once with their own error and the rest still run.
+    pub fn submit(&self, reads: Vec<Read>) -> Result<Batch> {
+        self.submit_with(reads, &Overrides::default())
+    }
+
+    /// As [`submit`](Client::submit), with per-batch planner overrides (`Invalid` for values
+    /// out of range).
+    pub fn submit_with(&self, reads: Vec<Read>, overrides: &Overrides) -> Result<Batch> {
+        let policy = self.inner.policy.with(overrides)?;
+        let planned = {
+            let requests: Vec<plan::Request<'_>> = reads
+                .iter()
+                .map(|r| plan::Request {
+                    locator: &r.locator,
+                    offset: r.offset,
+                    length: r.length,
+                    if_match: r.if_match.as_deref(),
+                })
+                .collect();
+            plan::plan(&requests, &policy)
+        };
+        let shared = Shared::new(reads.len());
+        Counters::add(&shared.counters.transfers, planned.transfers.len() as u64);
+        Counters::add(&shared.counters.requested_bytes, planned.requested_bytes);
+
+        let mut slots: Vec<Option<Read>> = reads.into_iter().map(Some).collect();
+        let rejected: Vec<Completion> = planned
+            .rejected
+            .into_iter()
+            .map(|(i, error)| {
+                let read = slots[i].take().expect("a read is rejected once");
+                Completion {
+                    tag: read.tag,
+                    result: Err(error),
+                    got: 0,
+                    buffer: read.dest.into_vec(),
+                }
+            })
+            .collect();
+        shared.complete(rejected);
+
+        let work: Vec<Work> = planned
+            .transfers
+            .into_iter()
+            .map(|t| {
+                let locator = slots[t.index]
+                    .as_ref()
+                    .map(|r| r.locator.clone())
+                    .expect("a transfer's read is planned once");
+                let parts = t
+                    .parts
+                    .into_iter()
+                    .map(|p| {
+                        let read = slots[p.index].take().expect("a read is planned once");
+                        PartRead {
+                            offset: p.offset,
+                            length: p.length,
+                            tag: read.tag,
+                            dest: read.dest,
+                        }
+                    })
+                    .collect();
+                Work {
+                    locator,
+                    offset: t.offset,
+                    length: t.length,
+                    parts,
+                }
+            })
+            .collect();
+        let engine = self.engine();
+        engine.dispatch(&shared, work);
+        Ok(Batch {
+            shared,
+            _engine: Some(engine),
+        })
+    }
+
+    /// Runs reads to the end and returns their buffers in the order given, or the first
+    /// failure in completion order.
+    pub fn fetch(&self, reads: Vec<Read>) -> Result<Vec<Vec<u8>>> {
+        self.fetch_with(reads, &Overrides::default())
+    }
+
+    /// As [`fetch`](Client::fetch), with per-batch planner overrides.
+    pub fn fetch_with(&self, reads: Vec<Read>, overrides: &Overrides) -> Result<Vec<Vec<u8>>> {
+        let n = reads.len();
+        // Tags become positions so buffers can be returned in input order.
+        let reads = reads
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| r.tag(i as u64))
+            .collect();
+        let batch = self.submit_with(reads, overrides)?;
+        drain(&batch, n)
+    }
+
+    /// Reads straight into borrowed buffers, each read's length being its buffer's length.
+    /// Does not return before every worker is done with the buffers.
+    ///
+    /// ```
+    /// # let path = std::env::temp_dir().join("karu-doc-into.bin");
+    /// # std::fs::write(&path, b"0123456789").unwrap();
+    /// let client = karu::Client::new(&karu::Config::empty()).unwrap();
+    /// let object = karu::Locator::parse(path.to_str().unwrap()).unwrap();
+    /// let (mut a, mut b) = ([0u8; 3], [0u8; 4]);
+    /// client.fetch_into(vec![(&object, 1, &mut a[..]), (&object, 6, &mut b[..])]).unwrap();
+    /// assert_eq!((&a, &b), (b"123", b"6789"));
+    /// ```
+    pub fn fetch_into(&self, reads: Vec<(&Locator, u64, &mut [u8])>) -> Result<()> {
+        let n = reads.len();
+        let reads = reads
+            .into_iter()
+            .enumerate()
+            .map(|(i, (locator, offset, buf))| {
+                let read = Read::new(locator, offset, buf.len() as u64).tag(i as u64);
+                // SAFETY: the batch below is dropped (cancelled, and waited for until no
+                // worker holds a buffer) before this function returns, unwinding included,
+                // and the `&mut` borrows outlive the call.
+                unsafe { read.with_raw_buffer(buf.as_mut_ptr()) }
+            })
+            .collect();
+        let batch = self.submit(reads)?;
+        drain(&batch, n).map(|_| ())
+    }
+
+    /// Reads one range, blocking. A read passing the end of the object fails with `Range`.
+    pub fn read(&self, locator: &Locator, offset: u64, length: u64) -> Result<Vec<u8>> {
+        let batch = self.submit(vec![Read::new(locator, offset, length)])?;
+        let done = batch.next().expect("one read gives one completion");
+        done.into_result()
+    }
+
+    /// The async twin of [`read`](Client::read): awaits the completion without blocking a
+    /// thread (any executor).
+    pub async fn read_async(&self, locator: &Locator, offset: u64, length: u64) -> Result<Vec<u8>> {
+        let batch = self.submit(vec![Read::new(locator, offset, length)])?;
+        let done = batch.next_async().await;
+        done.expect("one read gives one completion").into_result()
+    }
+
+    /// The async twin of [`fetch`](Client::fetch).
+    pub async fn fetch_async(&self, reads: Vec<Read>) -> Result<Vec<Vec<u8>>> {
+        let n = reads.len();
+        let reads = reads
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| r.tag(i as u64))
+            .collect();
+        let batch = self.submit(reads)?;
+        let mut out = vec![Vec::new(); n];
+        let mut first_error = None;
+        while let Some(done) = batch.next_async().await {
+            collect(done, &mut out, &mut first_error);
+        }
+        first_error.map_or(Ok(out), Err)
+    }
+
+    /// The visible size of an object: a bounded window's length with no I/O; for a local
+    /// file its size past the window offset.
+    pub fn size(&self, locator: &Locator) -> Result<u64> {
+        probe::size(locator)
+    }
+
+    /// Size and strong ETag in one probe (local files have no ETag).
+    pub fn stat(&self, locator: &Locator) -> Result<ObjectInfo> {
+        probe::stat(locator)
+    }
+
+    /// The first `head` and last `tail` bytes of the visible object, with its size and ETag.
+    pub fn read_ends(&self, locator: &Locator, head: u64, tail: u64) -> Result<Ends> {
+        probe::read_ends(locator, head, tail)
+    }
+
+    /// The async twin of [`size`](Client::size).
+    pub async fn size_async(&self, locator: &Locator) -> Result<u64> {
+        self.size(locator)
+    }
+
+    /// The async twin of [`stat`](Client::stat).
+    pub async fn stat_async(&self, locator: &Locator) -> Result<ObjectInfo> {
+        self.stat(locator)
+    }
+}
+
+/// Drains a batch whose tags are input positions.
+fn drain(batch: &Batch, n: usize) -> Result<Vec<Vec<u8>>> {
+    let mut out = vec![Vec::new(); n];
+    let mut first_error = None;
+    for done in batch {
+        collect(done, &mut out, &mut first_error);
+    }
+    first_error.map_or(Ok(out), Err)
+}
+
+fn collect(done: Completion, out: &mut [Vec<u8>], first_error: &mut Option<Error>) {
+    let i = done.tag as usize;
+    match done.result {
+        Ok(()) => out[i] = done.buffer.unwrap_or_default(),
+        Err(e) => {
+            first_error.get_or_insert(e);
+        }
+    }
+}

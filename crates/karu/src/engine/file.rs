@@ -1,0 +1,237 @@
+//! File workers: positional reads (`pread`) straight into destinations.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+
+use super::{PartRead, Work};
+use crate::batch::{Completion, Counters, Shared};
+use crate::error::{Error, Status};
+
+/// Transfers handed to a worker at once: enough to amortize the queue lock on small reads,
+/// few enough bytes that large reads still spread over every worker.
+const CHUNK_TRANSFERS: usize = 64;
+const CHUNK_BYTES: u64 = 256 << 10;
+
+struct Job {
+    batch: Arc<Shared>,
+    work: Vec<Work>,
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: Mutex<(VecDeque<Job>, bool)>,
+    wake: Condvar,
+}
+
+/// The pool of file workers.
+pub(crate) struct FileWorkers {
+    queue: Arc<Queue>,
+}
+
+impl std::fmt::Debug for FileWorkers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FileWorkers")
+    }
+}
+
+impl FileWorkers {
+    pub(crate) fn start(n: usize) -> FileWorkers {
+        let queue = Arc::new(Queue::default());
+        for i in 0..n {
+            let q = Arc::clone(&queue);
+            thread::Builder::new()
+                .name(format!("karu-file-{i}"))
+                .spawn(move || worker(&q))
+                .expect("karu: cannot start a file worker thread");
+        }
+        FileWorkers { queue }
+    }
+
+    /// Queues the transfers in chunks.
+    pub(crate) fn submit(&self, batch: &Arc<Shared>, work: Vec<Work>) {
+        if work.is_empty() {
+            return;
+        }
+        let mut jobs = Vec::new();
+        let mut chunk = Vec::new();
+        let mut bytes = 0;
+        for w in work {
+            bytes += w.length;
+            chunk.push(w);
+            if chunk.len() >= CHUNK_TRANSFERS || bytes >= CHUNK_BYTES {
+                jobs.push(Job {
+                    batch: Arc::clone(batch),
+                    work: std::mem::take(&mut chunk),
+                });
+                bytes = 0;
+            }
+        }
+        if !chunk.is_empty() {
+            jobs.push(Job {
+                batch: Arc::clone(batch),
+                work: chunk,
+            });
+        }
+        let mut q = self.queue.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        q.0.extend(jobs);
+        drop(q);
+        self.queue.wake.notify_all();
+    }
+}
+
+impl Drop for FileWorkers {
+    fn drop(&mut self) {
+        // Workers finish what is queued, then exit.
+        self.queue.jobs.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        self.queue.wake.notify_all();
+    }
+}
+
+fn worker(queue: &Queue) {
+    let mut files = OpenFiles::default();
+    loop {
+        let job = {
+            let mut q = queue.jobs.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if let Some(job) = q.0.pop_front() {
+                    break job;
+                }
+                if q.1 {
+                    return;
+                }
+                q = queue.wake.wait(q).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        run(job, &mut files);
+    }
+}
+
+fn run(job: Job, files: &mut OpenFiles) {
+    let batch = job.batch;
+    if !batch.begin() {
+        return;
+    }
+    files.retain_batch(&batch);
+    let mut done = Vec::new();
+    for w in job.work {
+        if batch.is_cancelled() {
+            break;
+        }
+        let received = read_transfer(w, files, &mut done);
+        Counters::add(&batch.counters.received_bytes, received);
+        Counters::add(&batch.counters.transfers_finished, 1);
+    }
+    batch.finish(done);
+}
+
+/// Reads one transfer; returns the bytes read from the file.
+fn read_transfer(w: Work, files: &mut OpenFiles, done: &mut Vec<Completion>) -> u64 {
+    let path = w.locator.target().to_owned();
+    let file = match files.open(&path) {
+        Ok(f) => f,
+        Err(e) => {
+            let error = Error::new(Status::Io, format!("{}: {e}", w.locator.display()));
+            done.extend(w.fail(&error));
+            return 0;
+        }
+    };
+    let id = w.locator.display();
+    let direct = w.parts.len() == 1 && w.parts[0].offset == w.offset;
+    if direct {
+        let mut part = w.parts.into_iter().next().expect("one part");
+        let len = part.length as usize;
+        let result = read_full(file, part.offset, part.dest.slice(len));
+        let n = match &result {
+            Ok(n) | Err((n, _)) => *n,
+        };
+        done.push(finish_part(&id, part, result));
+        return n as u64;
+    }
+    // Merged local ranges touch or overlap: read the span once, copy each part out.
+    let mut scratch = vec![0u8; w.length as usize];
+    let result = read_full(file, w.offset, &mut scratch);
+    let (n, error) = match result {
+        Ok(n) => (n, None),
+        Err((n, e)) => (n, Some(e)),
+    };
+    for mut part in w.parts {
+        let start = (part.offset - w.offset) as usize;
+        let len = part.length as usize;
+        let avail = n.saturating_sub(start).min(len);
+        part.dest.slice(len)[..avail].copy_from_slice(&scratch[start..start + avail]);
+        let result = match &error {
+            Some(e) => Err((0, e.clone())),
+            None => Ok(avail),
+        };
+        done.push(finish_part(&id, part, result));
+    }
+    n as u64
+}
+
+/// Turns a read outcome into the part's completion: a short read is `Range` with its prefix.
+fn finish_part(id: &str, part: PartRead, result: Result<usize, (usize, Error)>) -> Completion {
+    match result {
+        Ok(n) if n as u64 == part.length => {
+            let len = part.length;
+            part.complete(Ok(()), len)
+        }
+        Ok(n) => {
+            let end = part.offset + n as u64;
+            let msg = format!(
+                "{id}: range [{}, +{}) passes the end of the file at byte {end}",
+                part.offset, part.length
+            );
+            part.complete(Err(Error::new(Status::Range, msg)), n as u64)
+        }
+        Err((_, e)) => part.complete(Err(e.context(id)), 0),
+    }
+}
+
+/// Reads until `buf` is full or the file ends; returns how many bytes were read, or the OS
+/// error with the count read before it.
+fn read_full(file: &File, offset: u64, buf: &mut [u8]) -> Result<usize, (usize, Error)> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], offset + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err((n, Error::new(Status::Io, e.to_string()))),
+        }
+    }
+    Ok(n)
+}
+
+/// A worker's open files, kept only while it serves one batch, so a file replaced between
+/// batches is opened anew.
+#[derive(Default)]
+struct OpenFiles {
+    batch: u64,
+    files: Vec<(String, File)>,
+}
+
+impl OpenFiles {
+    const MAX: usize = 16;
+
+    fn retain_batch(&mut self, batch: &Arc<Shared>) {
+        if batch.id != self.batch {
+            self.batch = batch.id;
+            self.files.clear();
+        }
+    }
+
+    fn open(&mut self, path: &str) -> std::io::Result<&File> {
+        if let Some(i) = self.files.iter().position(|(p, _)| p == path) {
+            return Ok(&self.files[i].1);
+        }
+        let f = File::open(path)?;
+        if self.files.len() >= Self::MAX {
+            self.files.remove(0);
+        }
+        self.files.push((path.to_owned(), f));
+        Ok(&self.files.last().expect("just pushed").1)
+    }
+}

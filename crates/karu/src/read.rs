@@ -1,0 +1,143 @@
+//! `Read`: one positional read as the caller describes it, and where its bytes go.
+
+use crate::locator::Locator;
+
+/// Where a read's bytes go.
+#[derive(Debug)]
+pub(crate) enum Dest {
+    /// karu allocates a zeroed buffer of the read's length when the read runs.
+    Alloc,
+    /// The caller's vector, resized to the read's length; returned in the completion.
+    Owned(Vec<u8>),
+    /// Memory the caller guarantees valid (and unaliased) until the batch is dropped.
+    Raw(RawBuf),
+}
+
+/// A raw destination: pointer plus length.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawBuf {
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
+}
+
+// SAFETY: a RawBuf is only built through `Read::with_raw_buffer`, whose contract makes the
+// memory exclusively karu's until the batch is dropped, and each read's memory is written by
+// exactly one worker at a time.
+unsafe impl Send for RawBuf {}
+
+impl Dest {
+    /// The destination as a mutable slice of exactly `len` bytes, allocating if needed.
+    pub(crate) fn slice(&mut self, len: usize) -> &mut [u8] {
+        match self {
+            Dest::Alloc => {
+                *self = Dest::Owned(vec![0; len]);
+                self.slice(len)
+            }
+            Dest::Owned(v) => {
+                v.resize(len, 0);
+                &mut v[..]
+            }
+            // SAFETY: see `Read::with_raw_buffer`.
+            Dest::Raw(r) => unsafe { std::slice::from_raw_parts_mut(r.ptr, r.len.min(len)) },
+        }
+    }
+
+    /// The owned buffer, if karu or the caller moved one in.
+    pub(crate) fn into_vec(self) -> Option<Vec<u8>> {
+        match self {
+            Dest::Owned(v) => Some(v),
+            Dest::Alloc | Dest::Raw(_) => None,
+        }
+    }
+}
+
+/// One positional read: an object, an offset relative to the locator's window, a length,
+/// a destination, a caller's tag and an optional version condition.
+///
+/// ```
+/// let object = karu::Locator::parse("/tmp/data.bin").unwrap();
+/// let read = karu::Read::new(&object, 4096, 512).tag(7).into_buffer(Vec::with_capacity(512));
+/// assert_eq!(read.length(), 512);
+/// ```
+#[derive(Debug)]
+pub struct Read {
+    pub(crate) locator: Locator,
+    pub(crate) offset: u64,
+    pub(crate) length: u64,
+    pub(crate) tag: u64,
+    pub(crate) if_match: Option<String>,
+    pub(crate) dest: Dest,
+}
+
+impl Read {
+    /// A read of `length` bytes at `offset` (relative to the locator's window) into a buffer
+    /// karu allocates.
+    pub fn new(locator: &Locator, offset: u64, length: u64) -> Read {
+        Read {
+            locator: locator.clone(),
+            offset,
+            length,
+            tag: 0,
+            if_match: None,
+            dest: Dest::Alloc,
+        }
+    }
+
+    /// Sets the tag returned untouched in this read's completion.
+    pub fn tag(mut self, tag: u64) -> Read {
+        self.tag = tag;
+        self
+    }
+
+    /// Requires the object's ETag to match (`If-Match`): a changed object fails the read with
+    /// `Precondition`. Local files refuse it with `Unsupported`.
+    pub fn if_match(mut self, etag: &str) -> Read {
+        self.if_match = Some(etag.to_owned());
+        self
+    }
+
+    /// Reads into this vector (resized to the read's length) instead of a new allocation; the
+    /// vector comes back in the completion.
+    pub fn into_buffer(mut self, buffer: Vec<u8>) -> Read {
+        self.dest = Dest::Owned(buffer);
+        self
+    }
+
+    /// Reads into caller memory at `ptr` (at least `length` bytes).
+    ///
+    /// # Safety
+    /// The memory must stay valid, and must not be read or written by anyone else, until the
+    /// batch this read is submitted in has been dropped (or, for a blocking fetch, until the
+    /// call returns). This is the C ABI's contract; safe code uses owned buffers or
+    /// [`Client::fetch_into`](crate::Client::fetch_into).
+    pub unsafe fn with_raw_buffer(mut self, ptr: *mut u8) -> Read {
+        let len = usize::try_from(self.length).unwrap_or(usize::MAX);
+        self.dest = Dest::Raw(RawBuf { ptr, len });
+        self
+    }
+
+    /// The locator read from.
+    pub fn locator(&self) -> &Locator {
+        &self.locator
+    }
+
+    /// The offset, relative to the locator's window.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The length in bytes.
+    pub fn length(&self) -> u64 {
+        self.length
+    }
+
+    /// The caller's tag.
+    pub fn get_tag(&self) -> u64 {
+        self.tag
+    }
+
+    /// The version condition, if any.
+    pub fn get_if_match(&self) -> Option<&str> {
+        self.if_match.as_deref()
+    }
+}
