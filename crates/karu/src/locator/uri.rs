@@ -165,7 +165,10 @@ fn parse_cloud(cloud: &Cloud, rest: &str) -> Result<Inner> {
         uri_error(format!("expected {} in '{written}'", cloud.grammar))
     };
     if cloud.backend == Backend::HuggingFace {
-        return hugging_face(rest).ok_or_else(grammar_error)?;
+        return match hugging_face(rest) {
+            Some(parsed) => parsed,
+            None => Err(grammar_error()),
+        };
     }
     // Split at the first slash; the key is kept byte for byte (`a//b`, spaces, dots).
     match rest.split_once('/') {
