@@ -8,4 +8,4 @@ mod error;
 mod locator;
 
 pub use error::{Error, Result, Status};
-pub use locator::{Backend, Locator, Window};
+pub use locator::{Backend, Locator, Window, encode_key, redact_url};

@@ -1,9 +1,26 @@
 //! Locators: where bytes live. A URI or `/vsi*/` path is parsed once into a canonical identity
 //! (backend, container, key) and an optional byte window. No I/O, no configuration.
+//!
+//! The work is split by concern: `uri` turns one terminal URI into its backend parts,
+//! `window` handles `/vsisubfile/` and `#bytes=` and their composition, `encode` holds the
+//! percent-encoding and redaction rules.
 
 use std::sync::Arc;
 
 use crate::error::{Error, Result, Status};
+
+mod encode;
+#[cfg(test)]
+mod tests;
+mod uri;
+mod window;
+
+pub use encode::{encode_key, redact_url};
+
+/// A `Status::Uri` error: every parse failure but an unknown `/vsi*/` handler.
+fn uri_error(message: impl Into<String>) -> Error {
+    Error::new(Status::Uri, message)
+}
 
 /// Which backend serves an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -56,6 +73,14 @@ pub struct Window {
     pub length: Option<u64>,
 }
 
+impl Window {
+    /// Absolute offset one past the window's last byte, `None` when unbounded. Parsed
+    /// locators always have a representable end.
+    pub fn end(&self) -> Option<u64> {
+        self.length.and_then(|l| self.offset.checked_add(l))
+    }
+}
+
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct Inner {
     backend: Backend,
@@ -98,11 +123,23 @@ impl Locator {
         }))
     }
 
-    /// Parses a URI or `/vsi*/` path. Errors are `Uri`, or `Unsupported` for an unknown
-    /// `/vsi*/` handler.
+    /// Parses a URI or `/vsi*/` path (see `spec.md` §4 for the forms). Errors are
+    /// [`Status::Uri`], or [`Status::Unsupported`] for an unknown `/vsi*/` handler.
     pub fn parse(uri: &str) -> Result<Locator> {
-        let _ = uri;
-        Err(Error::new(Status::Unsupported, "locator parsing is not built yet"))
+        if uri.is_empty() {
+            return Err(uri_error("empty URI"));
+        }
+        let Inner {
+            backend,
+            identity,
+            target,
+            container,
+            key,
+            window,
+        } = window::parse_nested(uri, 0)?;
+        Ok(Locator::from_parts(
+            backend, identity, target, container, key, window,
+        ))
     }
 
     /// The backend that serves this object.
@@ -155,7 +192,10 @@ impl Locator {
     /// The identity as it may appear in messages and logs: HTTP URLs have user information,
     /// query and fragment redacted.
     pub fn display(&self) -> String {
-        self.0.identity.clone()
+        match self.0.backend {
+            Backend::Http => redact_url(&self.0.identity),
+            _ => self.0.identity.clone(),
+        }
     }
 
     /// True when both locators are the very same shared value (a fast path before comparing
