@@ -37,7 +37,7 @@ fn starts_with_ignore_case(s: &str, prefix: &str) -> bool {
 /// (S3, GCS, Azure, Source, Hugging Face) so are `Authorization`, `Date`, `If-Match` and any
 /// `x-amz-*`, `x-goog-*` or `x-ms-*` header. Names compare case-insensitively.
 ///
-/// Fails with `Config` "KARU_HTTP_HEADERS cannot override Karu-managed header '<Name>'",
+/// Fails with `Config` `"KARU_HTTP_HEADERS cannot override Karu-managed header '<Name>'"`,
 /// naming the first offending header as the user wrote it.
 ///
 /// ```

@@ -285,7 +285,7 @@ impl Config {
     /// canonical name, so the last call wins. An empty value is kept (an empty
     /// `KARU_HTTP_USER_AGENT` sends no User-Agent).
     ///
-    /// Errors (`Config`): "option name is empty", "unknown Karu option '<name>'". Values are
+    /// Errors (`Config`): "option name is empty", `"unknown Karu option '<name>'"`. Values are
     /// validated by [`Config::freeze`].
     pub fn set(&mut self, name: &str, value: Option<&str>) -> Result<&mut Config> {
         let id = resolve_name(name)?;
@@ -305,8 +305,8 @@ impl Config {
     /// ([`prefix_matches`]). A rule left with no option is dropped.
     ///
     /// Errors (`Config`), in this order: "path-specific option has an empty prefix", the
-    /// name errors of [`Config::set`], and "<NAME> is client-wide and cannot be
-    /// path-specific" for any `KARU_*` option (aliases included).
+    /// name errors of [`Config::set`], and `"<NAME> is client-wide and cannot be
+    /// path-specific"` for any `KARU_*` option (aliases included).
     pub fn set_path(
         &mut self,
         prefix: &str,
@@ -358,7 +358,7 @@ impl Config {
     }
 
     /// Validates every layer (environment, explicit values, then each path rule, whose
-    /// errors are prefixed "<prefix>: ") and applies defaults. Errors are `Config`.
+    /// errors are prefixed `"<prefix>: "`) and applies defaults. Errors are `Config`.
     /// A malformed `KARU_HTTP_HEADERS` does not fail here (see [`Settings::http_headers`]).
     pub fn freeze(&self) -> Result<Settings> {
         Settings::build(self)
