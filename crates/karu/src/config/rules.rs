@@ -79,6 +79,26 @@ pub(crate) fn lookup<'a>(rules: &'a [Rule], id: OptId, path: &str) -> Option<(&'
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn matching_is_at_segment_boundaries(
+            prefix in "/vsis3/[a-z]{1,8}(/[a-z-]{1,8}){0,2}",
+            next in "[a-z0-9.-]",
+            rest in "[a-z/]{0,8}",
+        ) {
+            let below = format!("{prefix}/{rest}");
+            let sibling = format!("{prefix}{next}{rest}");
+            let with_slash = format!("{prefix}/");
+            let under_slash = format!("{with_slash}{next}{rest}");
+            prop_assert!(prefix_matches(&prefix, &prefix));
+            prop_assert!(prefix_matches(&prefix, &below));
+            prop_assert!(!prefix_matches(&prefix, &sibling));
+            prop_assert!(prefix_matches(&with_slash, &under_slash));
+            prop_assert!(!prefix_matches(&with_slash, &prefix));
+        }
+    }
 
     #[test]
     fn schemes_are_rewritten() {

@@ -26,7 +26,7 @@ pub enum HttpVersion {
     /// `1.1` (the default).
     #[default]
     Http1_1,
-    /// `2`: HTTP/2 over TLS (HTTP/1.1 over cleartext).
+    /// `2`: HTTP/2 over TLS, falling back to HTTP/1.1 when not negotiated.
     Http2,
     /// `2TLS`: HTTP/2 over TLS.
     Http2Tls,
