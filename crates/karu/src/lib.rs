@@ -4,8 +4,13 @@
 //! karu plans them into as few transfers as its guards allow and completes each read on its
 //! own, with its own status.
 
+mod config;
 mod error;
 mod locator;
 
+pub use config::{
+    Config, Credentials, CredentialsKind, CredentialsProvider, HttpVersion, OptionSource, Settings,
+    canonical_prefix, check_managed_headers, option_names, prefix_matches,
+};
 pub use error::{Error, Result, Status};
 pub use locator::{Backend, Locator, Window, encode_key, redact_url};
