@@ -3,14 +3,42 @@
 //! A caller describes reads (a [`Locator`], an offset, a length, a destination and a tag);
 //! karu plans them into as few transfers as its guards allow and completes each read on its
 //! own, with its own status.
+//!
+//! ```
+//! # let path = std::env::temp_dir().join("karu-doc-lib.bin");
+//! # std::fs::write(&path, (0..=255u8).collect::<Vec<_>>()).unwrap();
+//! let client = karu::Client::new(&karu::Config::empty())?;
+//! let object = karu::Locator::parse(path.to_str().unwrap())?;
+//! let batch = client.submit(vec![
+//!     karu::Read::new(&object, 16, 4).tag(1),
+//!     karu::Read::new(&object, 300, 4).tag(2), // past the end: Range, got 0
+//! ])?;
+//! for done in &batch {
+//!     match done.tag {
+//!         1 => assert_eq!(done.bytes(), &[16, 17, 18, 19]),
+//!         _ => assert_eq!(done.status(), karu::Status::Range),
+//!     }
+//! }
+//! # Ok::<(), karu::Error>(())
+//! ```
 
+mod batch;
+mod client;
 mod config;
+mod engine;
 mod error;
 mod locator;
+pub mod plan;
+mod probe;
+mod read;
 
+pub use batch::{Batch, BatchStats, Completion, Next, NextAsync};
+pub use client::Client;
 pub use config::{
     Config, Credentials, CredentialsKind, CredentialsProvider, HttpVersion, OptionSource, Settings,
     canonical_prefix, check_managed_headers, option_names, prefix_matches,
 };
 pub use error::{Error, Result, Status};
 pub use locator::{Backend, Locator, Window, encode_key, redact_url};
+pub use probe::{Ends, ObjectInfo};
+pub use read::Read;
