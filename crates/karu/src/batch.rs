@@ -118,6 +118,8 @@ struct State {
     /// Workers currently holding this batch's destinations.
     busy: usize,
     wakers: Vec<Waker>,
+    /// Workers awaiting cancellation (remote transfers stop mid-flight).
+    cancel_wakers: Vec<Waker>,
 }
 
 /// What the engine shares with a batch: the completion queue, counters and cancellation.
@@ -207,11 +209,39 @@ impl Shared {
     fn cancel(&self) {
         let mut st = self.lock();
         self.cancelled.store(true, Ordering::Release);
+        // Wake remote work first: it holds `busy` until it notices the cancellation.
+        for w in std::mem::take(&mut st.cancel_wakers) {
+            w.wake();
+        }
         while st.busy > 0 {
             st = self.idle.wait(st).unwrap_or_else(|e| e.into_inner());
         }
         st.ready.clear();
         self.wake(st);
+    }
+
+    /// Resolves once the batch is cancelled: remote work races it to stop promptly.
+    pub(crate) fn cancelled(&self) -> Cancelled<'_> {
+        Cancelled { shared: self }
+    }
+}
+
+/// Future of [`Shared::cancelled`].
+pub(crate) struct Cancelled<'a> {
+    shared: &'a Shared,
+}
+
+impl Future for Cancelled<'_> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut st = self.shared.lock();
+        if self.shared.is_cancelled() {
+            return Poll::Ready(());
+        }
+        if !st.cancel_wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            st.cancel_wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
     }
 }
 

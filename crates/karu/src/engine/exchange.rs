@@ -1,0 +1,491 @@
+//! One logical ranged GET with everything that makes it trustworthy: the attempt loop
+//! (retries, backoff, the deadline, the unreachable cap), response validation, resume of an
+//! interrupted body pinned by a strong ETag, streaming into a sink, and exact counters.
+//! Batch transfers and the probes share it.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use crate::backends::{self, ByteRange};
+use crate::batch::{Counters, Shared};
+use crate::config::Settings;
+use crate::error::{Error, Result, Status};
+use crate::locator::Locator;
+use crate::transport::{self, HttpClient, Response, TransportError, TransportErrorKind};
+use crate::validate::{self, Deadline, Expect, Head, etag};
+
+/// What one attempt asks the loop to do next.
+pub(crate) enum Step<T> {
+    /// Finished.
+    Done(T),
+    /// A final failure.
+    Fail(Error),
+    /// A transient failure: try again if attempts and time remain.
+    Retry {
+        /// The error reported if no attempt is left.
+        error: Error,
+        /// The server's `Retry-After`.
+        retry_after: Option<Duration>,
+        /// A DNS or connect failure (at most 3 attempts).
+        unreachable: bool,
+    },
+}
+
+/// What the attempt loop needs from the IO loop it runs on.
+pub(crate) struct Env<'a> {
+    /// This loop's HTTP client.
+    pub(crate) client: &'a HttpClient,
+    /// The client's settings.
+    pub(crate) settings: &'a Settings,
+    /// Counters of the batch served, if any.
+    pub(crate) counters: Option<&'a Counters>,
+    /// The batch, to stop promptly when it is cancelled.
+    pub(crate) batch: Option<&'a Shared>,
+    /// Connections this loop has already seen (the first response on one counts it new).
+    pub(crate) seen: &'a RefCell<HashSet<u64>>,
+    /// Jitter source.
+    pub(crate) rng: &'a RefCell<fastrand::Rng>,
+}
+
+impl Env<'_> {
+    fn count(&self, pick: impl Fn(&Counters) -> &std::sync::atomic::AtomicU64, n: u64) {
+        if let Some(c) = self.counters {
+            Counters::add(pick(c), n);
+        }
+    }
+
+    /// Records the response's connection and throttling.
+    fn note_response(&self, resp: &Response) {
+        let mut seen = self.seen.borrow_mut();
+        if seen.len() > 65_536 {
+            // Ids only grow; forgetting old ones bounds memory on long-lived loops.
+            seen.clear();
+        }
+        if seen.insert(resp.connection) {
+            self.count(|c| &c.new_connections, 1);
+        }
+        if resp.status == 429 || resp.status == 503 {
+            self.count(|c| &c.throttled, 1);
+        }
+    }
+
+    /// Counts accepted 2xx body bytes.
+    fn received(&self, n: u64) {
+        self.count(|c| &c.received_bytes, n);
+    }
+}
+
+/// One response handler: what to ask for in an attempt, and what a response means.
+pub(crate) trait Handler {
+    /// The result of the whole exchange.
+    type Output;
+    /// Range and `If-Match` for the next attempt.
+    fn next_request(&self) -> (ByteRange, Option<String>);
+    /// Judges a response (reading its body as needed).
+    async fn on_response(&mut self, env: &Env<'_>, url: &str, resp: Response)
+    -> Step<Self::Output>;
+    /// Called when the loop gives up on a version change it kept retrying.
+    fn version_change_pending(&self) -> bool {
+        false
+    }
+}
+
+/// Runs attempts until `handler` is done, fails, or attempts or time run out.
+pub(crate) async fn run<H: Handler>(
+    env: &Env<'_>,
+    locator: &Locator,
+    handler: &mut H,
+) -> Result<H::Output> {
+    let url = locator.display();
+    let deadline = Deadline::new(env.settings.request_timeout());
+    let max_attempts = env.settings.max_attempts();
+    let mut attempts = 0u32;
+    let mut unreachable = false;
+    loop {
+        attempts += 1;
+        let (range, if_match) = handler.next_request();
+        let prepared = backends::prepare(env.settings, locator, range, if_match.as_deref())?;
+        let attempt = async {
+            match env.client.send(prepared.request, prepared.redirect).await {
+                Ok(resp) => {
+                    env.note_response(&resp);
+                    handler.on_response(env, &url, resp).await
+                }
+                Err(e) => transport_step(&url, e),
+            }
+        };
+        let step = match cancellable(env, timed(&deadline, attempt)).await {
+            None => return Err(cancelled(&url)),
+            Some(None) => return Err(Deadline::exceeded(&url)),
+            Some(Some(step)) => step,
+        };
+        let (error, retry_after) = match step {
+            Step::Done(v) => return Ok(v),
+            Step::Fail(e) => return Err(e),
+            Step::Retry {
+                error,
+                retry_after,
+                unreachable: u,
+            } => {
+                unreachable |= u;
+                (error, retry_after)
+            }
+        };
+        if attempts >= validate::attempt_cap(max_attempts, unreachable) {
+            return Err(if handler.version_change_pending() {
+                validate::version_changed(&url)
+            } else {
+                error
+            });
+        }
+        let wait = validate::delay(attempts, retry_after, &mut env.rng.borrow_mut());
+        if !deadline.fits(wait) {
+            return Err(Deadline::no_time(&url));
+        }
+        if cancellable(env, tokio::time::sleep(wait)).await.is_none() {
+            return Err(cancelled(&url));
+        }
+        env.count(|c| &c.retries, 1);
+    }
+}
+
+fn cancelled(url: &str) -> Error {
+    Error::new(Status::Cancelled, format!("{url}: cancelled"))
+}
+
+/// Runs `fut` unless the batch is cancelled first (`None`).
+async fn cancellable<F: Future>(env: &Env<'_>, fut: F) -> Option<F::Output> {
+    match env.batch {
+        None => Some(fut.await),
+        Some(batch) => tokio::select! {
+            biased;
+            () = batch.cancelled() => None,
+            v = fut => Some(v),
+        },
+    }
+}
+
+/// Runs `fut` within the deadline (`None` when it expires first).
+async fn timed<F: Future>(deadline: &Deadline, fut: F) -> Option<F::Output> {
+    match deadline.remaining() {
+        None => Some(fut.await),
+        Some(left) => tokio::time::timeout(left.max(Duration::from_millis(1)), fut)
+            .await
+            .ok(),
+    }
+}
+
+/// A transport failure as a step: connection-level trouble is transient, the rest final.
+pub(crate) fn transport_step<T>(url: &str, e: TransportError) -> Step<T> {
+    let error = Error::new(e.kind.status(), format!("{url}: {}", e.message));
+    match e.kind {
+        TransportErrorKind::Resolve | TransportErrorKind::Connect => Step::Retry {
+            error,
+            retry_after: None,
+            unreachable: true,
+        },
+        TransportErrorKind::Timeout | TransportErrorKind::Io | TransportErrorKind::Protocol => {
+            Step::Retry {
+                error,
+                retry_after: None,
+                unreachable: false,
+            }
+        }
+        // Certificate and handshake failures do not heal by retrying; nor do redirect rules.
+        TransportErrorKind::Tls
+        | TransportErrorKind::RedirectBlocked
+        | TransportErrorKind::RedirectProtocol
+        | TransportErrorKind::TooManyRedirects
+        | TransportErrorKind::InvalidUrl => Step::Fail(error),
+    }
+}
+
+/// Reads the first 4 KiB of an error body and classifies the response.
+pub(crate) async fn error_step<T>(url: &str, resp: Response, own_pin: bool) -> Step<T> {
+    let prefix = transport::read_prefix(resp.body, validate::CAPTURE).await;
+    let f = validate::classify_error(url, resp.status, &resp.headers, &prefix, own_pin);
+    if f.transient || f.version_changed {
+        Step::Retry {
+            error: f.error,
+            retry_after: f.retry_after.or_else(|| {
+                validate::retry_after(&resp.headers, SystemTime::now()).filter(|_| f.throttled)
+            }),
+            unreachable: false,
+        }
+    } else {
+        Step::Fail(f.error)
+    }
+}
+
+/// Streams a body, calling `keep(offset_in_kept, bytes)` for bytes after the first `skip`
+/// and up to `len` kept bytes. Aborts on the low-speed rule. Returns how many bytes were
+/// kept, or the error with that count when the body broke.
+pub(crate) async fn stream_body(
+    env: &Env<'_>,
+    url: &str,
+    mut body: Incoming,
+    skip: u64,
+    len: u64,
+    mut keep: impl FnMut(u64, &[u8]),
+) -> std::result::Result<(u64, Incoming), (u64, Error)> {
+    let low_time = env.settings.low_speed_time();
+    let low_limit = env.settings.low_speed_limit();
+    let mut window = (Instant::now(), 0u64);
+    let mut pos = 0u64; // body bytes seen
+    let mut kept = 0u64;
+    while kept < len {
+        let frame = if low_time.is_zero() {
+            body.frame().await
+        } else {
+            match tokio::time::timeout(low_time, body.frame()).await {
+                Ok(f) => f,
+                Err(_) => return Err((kept, too_slow(url, low_limit, low_time))),
+            }
+        };
+        let data: Bytes = match frame {
+            None => break,
+            Some(Err(e)) => {
+                let te = TransportError::classify(&e);
+                return Err((kept, Error::new(Status::Network, format!("{url}: {}", te.message))));
+            }
+            Some(Ok(f)) => match f.into_data() {
+                Ok(d) => d,
+                Err(_) => continue, // trailers
+            },
+        };
+        env.received(data.len() as u64);
+        let start = pos;
+        pos += data.len() as u64;
+        // The part of this chunk past the skipped prefix and within the kept length.
+        let from = skip.saturating_sub(start).min(data.len() as u64);
+        let upto = (skip + len).saturating_sub(start).min(data.len() as u64);
+        if from < upto {
+            keep(kept, &data[from as usize..upto as usize]);
+            kept += upto - from;
+        }
+        if !low_time.is_zero() {
+            window.1 += data.len() as u64;
+            let elapsed = window.0.elapsed();
+            if elapsed >= low_time {
+                if window.1 < low_limit.saturating_mul(elapsed.as_secs().max(1)) {
+                    return Err((kept, too_slow(url, low_limit, low_time)));
+                }
+                window = (Instant::now(), 0);
+            }
+        }
+    }
+    Ok((kept, body))
+}
+
+fn too_slow(url: &str, limit: u64, time: Duration) -> Error {
+    Error::new(
+        Status::Network,
+        format!(
+            "{url}: transfer slower than {limit} bytes/s for {} s",
+            time.as_secs()
+        ),
+    )
+}
+
+/// Where a ranged exchange ended: bytes `[start, end)` were delivered in full.
+#[derive(Debug)]
+pub(crate) struct Fetched {
+    /// Object offset after the last delivered byte (less than asked when the object ended).
+    pub(crate) end: u64,
+    /// Object size, when a response told it.
+    pub(crate) total: Option<u64>,
+    /// The strong ETag that pinned the bytes.
+    pub(crate) etag: Option<String>,
+}
+
+/// A ranged read of `[start, last]` into a sink, resuming interrupted bodies.
+pub(crate) struct RangeRead<'c, S> {
+    start: u64,
+    last: u64,
+    /// The caller's `If-Match`, sent as given.
+    if_match: Option<&'c str>,
+    /// The caller's tag when it is a single strong one (a pin responses are checked against).
+    caller_pin: Option<&'c str>,
+    /// Bytes from `start` already delivered in full.
+    kept: u64,
+    /// Karu's own pin for resuming: the first response's strong ETag.
+    resume_tag: Option<String>,
+    version_changed: bool,
+    fallback_limit: u64,
+    sink: S,
+}
+
+impl<'c, S: FnMut(u64, &[u8])> RangeRead<'c, S> {
+    /// Reads `[start, last]`; `sink(offset, bytes)` receives object bytes (possibly again
+    /// after a restart).
+    pub(crate) fn new(
+        settings: &Settings,
+        start: u64,
+        last: u64,
+        if_match: Option<&'c str>,
+        sink: S,
+    ) -> Self {
+        RangeRead {
+            start,
+            last,
+            if_match,
+            caller_pin: if_match.filter(|t| etag::is_single_strong(t)),
+            kept: 0,
+            resume_tag: None,
+            version_changed: false,
+            fallback_limit: settings.range_fallback_limit(),
+            sink,
+        }
+    }
+
+    fn restart(&mut self) {
+        self.kept = 0;
+        self.resume_tag = None;
+    }
+}
+
+impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
+    type Output = Fetched;
+
+    fn next_request(&self) -> (ByteRange, Option<String>) {
+        let range = ByteRange::Span {
+            first: self.start + self.kept,
+            last: self.last,
+        };
+        let if_match = match (self.if_match, &self.resume_tag) {
+            (Some(t), _) => Some(t.to_owned()),
+            (None, Some(t)) if self.kept > 0 => Some(t.clone()),
+            _ => None,
+        };
+        (range, if_match)
+    }
+
+    fn version_change_pending(&self) -> bool {
+        self.version_changed
+    }
+
+    async fn on_response(&mut self, env: &Env<'_>, url: &str, resp: Response) -> Step<Fetched> {
+        let own_pin = self.caller_pin.is_none() && self.kept > 0 && self.resume_tag.is_some();
+        let pin = self
+            .caller_pin
+            .or(if own_pin { self.resume_tag.as_deref() } else { None });
+        let expect = Expect {
+            url,
+            start: self.start + self.kept,
+            end: self.last,
+            original_start: self.start,
+            fallback_limit: self.fallback_limit,
+            pin,
+            pin_is_callers: self.caller_pin.is_some(),
+        };
+        let (skip, first, len, total, tag) =
+            match validate::check_head(&expect, resp.status, &resp.headers) {
+                Head::Body {
+                    skip,
+                    first,
+                    len,
+                    total,
+                    etag,
+                    restarted,
+                } => {
+                    if restarted {
+                        self.kept = 0;
+                    }
+                    (skip, first, len, total, etag)
+                }
+                Head::ErrorBody { .. } => {
+                    let step = error_step(url, resp, own_pin).await;
+                    if let Step::Retry { .. } = step {
+                        if own_pin {
+                            // A 412 against our own tag: the object changed; start over.
+                            self.version_changed = true;
+                            self.restart();
+                        }
+                    }
+                    return step;
+                }
+                Head::Fail(e) | Head::Precondition(e) => {
+                    transport::drain_or_abort(resp.body, transport::DRAIN_LIMIT).await;
+                    return Step::Fail(e);
+                }
+                Head::VersionChanged => {
+                    self.version_changed = true;
+                    self.restart();
+                    return Step::Retry {
+                        error: validate::version_changed(url),
+                        retry_after: None,
+                        unreachable: false,
+                    };
+                }
+            };
+        if self.resume_tag.is_none() {
+            self.resume_tag = tag.clone();
+        }
+        let expected_body = resp
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let sink = &mut self.sink;
+        let streamed = stream_body(env, url, resp.body, skip, len, |at, data| {
+            sink(first + at, data)
+        })
+        .await;
+        match streamed {
+            Ok((kept, rest)) => {
+                let announced_more = expected_body.is_some_and(|n| n > skip + kept);
+                if kept < len && (announced_more || resp.status == 206) {
+                    // The body ended before what its headers promised: truncated.
+                    return self.interrupted(
+                        env,
+                        first,
+                        kept,
+                        Error::new(
+                            Status::Network,
+                            format!("{url}: body ended after {kept} of {len} bytes"),
+                        ),
+                    );
+                }
+                let leftover = expected_body.map_or(0, |n| n.saturating_sub(skip + kept));
+                if leftover > 0 {
+                    transport::drain_or_abort(rest, transport::DRAIN_LIMIT).await;
+                }
+                Step::Done(Fetched {
+                    end: first + kept,
+                    total,
+                    etag: tag.or_else(|| self.caller_pin.map(str::to_owned)),
+                })
+            }
+            Err((kept, error)) => self.interrupted(env, first, kept, error),
+        }
+    }
+}
+
+impl<S> RangeRead<'_, S> {
+    /// A body broke after `kept` bytes from object offset `first`: keep them if a strong tag
+    /// pins the object, else restart.
+    fn interrupted(&mut self, env: &Env<'_>, first: u64, kept: u64, error: Error) -> Step<Fetched> {
+        let delivered_to = first + kept;
+        let have = delivered_to.saturating_sub(self.start);
+        let pinned = self.caller_pin.is_some() || self.resume_tag.is_some();
+        if self.if_match.is_some() && self.caller_pin.is_none() {
+            // `*` or a list: no single version to resume against.
+            self.restart();
+        } else if pinned && have > self.kept && first <= self.start + self.kept {
+            self.kept = have;
+            env.count(|c| &c.resumed, 1);
+        } else if !pinned {
+            self.restart();
+        }
+        Step::Retry {
+            error,
+            retry_after: None,
+            unreachable: false,
+        }
+    }
+}
