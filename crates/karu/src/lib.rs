@@ -6,6 +6,7 @@
 
 mod error;
 mod locator;
+pub mod plan;
 
 pub use error::{Error, Result, Status};
 pub use locator::{Backend, Locator, Window};

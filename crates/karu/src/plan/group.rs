@@ -1,0 +1,65 @@
+//! Numbering of merge groups (backend, identity, `if_match`), so that reads sort on small
+//! integer keys instead of strings.
+
+use std::collections::HashMap;
+
+use crate::locator::{Backend, Locator};
+
+/// Assigns group ids in order of first appearance.
+#[derive(Default)]
+pub(super) struct Groups<'a> {
+    /// The previous read's locator, condition and group: runs of reads on one shared
+    /// locator skip hashing.
+    last: Option<(&'a Locator, Option<&'a str>, usize)>,
+    objects: HashMap<(Backend, &'a str), usize>,
+    ids: HashMap<(usize, Option<&'a str>), usize>,
+    keys: Vec<(Backend, &'a str, Option<&'a str>)>,
+}
+
+/// Groups in (backend, identity, `if_match`) order.
+pub(super) struct Order {
+    /// The sorted position of each group id.
+    pub rank: Vec<usize>,
+    /// Whether the group at each sorted position is remote.
+    pub remote: Vec<bool>,
+}
+
+impl<'a> Groups<'a> {
+    /// The group id of a read.
+    pub fn id(&mut self, locator: &'a Locator, if_match: Option<&'a str>) -> usize {
+        if let Some((l, m, id)) = self.last
+            && l.ptr_eq(locator)
+            && m == if_match
+        {
+            return id;
+        }
+        let next = self.objects.len();
+        let object = *self
+            .objects
+            .entry((locator.backend(), locator.identity()))
+            .or_insert(next);
+        let next = self.keys.len();
+        let id = *self.ids.entry((object, if_match)).or_insert_with(|| {
+            self.keys
+                .push((locator.backend(), locator.identity(), if_match));
+            next
+        });
+        self.last = Some((locator, if_match, id));
+        id
+    }
+
+    /// Sorts the groups.
+    pub fn finish(self) -> Order {
+        let mut sorted: Vec<usize> = (0..self.keys.len()).collect();
+        sorted.sort_unstable_by_key(|&id| self.keys[id]);
+        let mut rank = vec![0; sorted.len()];
+        for (position, &id) in sorted.iter().enumerate() {
+            rank[id] = position;
+        }
+        let remote = sorted
+            .iter()
+            .map(|&id| self.keys[id].0.is_remote())
+            .collect();
+        Order { rank, remote }
+    }
+}
