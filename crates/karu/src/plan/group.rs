@@ -1,8 +1,9 @@
-//! Numbering of merge groups (backend, identity, `if_match`), so that reads sort on small
-//! integer keys instead of strings.
+//! Merge groups (backend, identity, `if_match`): numbered as reads arrive, then put in order
+//! so that reads sort by offset within a group instead of by strings.
 
 use std::collections::HashMap;
 
+use super::Entry;
 use crate::locator::{Backend, Locator};
 
 /// Assigns group ids in order of first appearance.
@@ -19,13 +20,14 @@ pub(super) struct Groups<'a> {
 /// Groups in (backend, identity, `if_match`) order.
 pub(super) struct Order {
     /// The sorted position of each group id.
-    pub rank: Vec<usize>,
+    rank: Vec<usize>,
     /// Whether the group at each sorted position is remote.
     pub remote: Vec<bool>,
 }
 
 impl<'a> Groups<'a> {
     /// The group id of a read.
+    #[inline]
     pub fn id(&mut self, locator: &'a Locator, if_match: Option<&'a str>) -> usize {
         if let Some((l, m, id)) = self.last
             && l.ptr_eq(locator)
@@ -48,7 +50,7 @@ impl<'a> Groups<'a> {
         id
     }
 
-    /// Sorts the groups.
+    /// Puts the groups in order.
     pub fn finish(self) -> Order {
         let mut sorted: Vec<usize> = (0..self.keys.len()).collect();
         sorted.sort_unstable_by_key(|&id| self.keys[id]);
@@ -61,5 +63,36 @@ impl<'a> Groups<'a> {
             .map(|&id| self.keys[id].0.is_remote())
             .collect();
         Order { rank, remote }
+    }
+}
+
+impl Order {
+    /// Moves entries (in request order, with their group ids, or no ids when all are in
+    /// group 0) into group order, keeping request order within each group. Returns the
+    /// entries and the boundaries of each group: group `r` is `bounds[r]..bounds[r + 1]`.
+    pub fn partition(&self, entries: Vec<Entry>, ids: &[usize]) -> (Vec<Entry>, Vec<usize>) {
+        if ids.is_empty() {
+            let bounds = if entries.is_empty() {
+                vec![0]
+            } else {
+                vec![0, entries.len()]
+            };
+            return (entries, bounds);
+        }
+        let mut bounds = vec![0; self.rank.len() + 1];
+        for &id in ids {
+            bounds[self.rank[id] + 1] += 1;
+        }
+        for r in 1..bounds.len() {
+            bounds[r] += bounds[r - 1];
+        }
+        let mut next = bounds.clone();
+        let mut sorted = vec![Entry::default(); entries.len()];
+        for (e, &id) in entries.iter().zip(ids) {
+            let slot = &mut next[self.rank[id]];
+            sorted[*slot] = *e;
+            *slot += 1;
+        }
+        (sorted, bounds)
     }
 }

@@ -163,9 +163,8 @@ impl Plan {
 }
 
 /// A valid read, reduced to what sorting and merging need.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Entry {
-    group: usize,
     offset: u64,
     length: u64,
     index: usize,
@@ -201,14 +200,21 @@ pub fn plan(requests: &[Request<'_>], policy: &Policy) -> Plan {
     let mut rejected = Vec::new();
     let mut entries = Vec::with_capacity(requests.len());
     let mut groups = group::Groups::default();
+    // The group of each entry, kept only once a second group shows up.
+    let mut ids = Vec::new();
     let mut requested_bytes = 0u64;
     for (index, r) in requests.iter().enumerate() {
         let if_match = r.if_match.filter(|s| !s.is_empty());
         match validate(r, if_match) {
             Ok(offset) => {
-                let group = groups.id(r.locator, if_match);
+                let id = groups.id(r.locator, if_match);
+                if id != 0 && ids.is_empty() {
+                    ids.resize(entries.len(), 0);
+                }
+                if !ids.is_empty() {
+                    ids.push(id);
+                }
                 entries.push(Entry {
-                    group,
                     offset,
                     length: r.length,
                     index,
@@ -219,19 +225,17 @@ pub fn plan(requests: &[Request<'_>], policy: &Policy) -> Plan {
         }
     }
 
-    // Groups were numbered in order of appearance; renumber them in (backend, identity,
-    // if_match) order so that one sort on small keys gives the spec's order.
     let order = groups.finish();
-    if !order.rank.iter().enumerate().all(|(id, &rank)| id == rank) {
-        for e in &mut entries {
-            e.group = order.rank[e.group];
-        }
+    let (mut entries, bounds) = order.partition(entries, &ids);
+    let mut transfers = Vec::new();
+    for (rank, range) in bounds.windows(2).enumerate() {
+        let group = &mut entries[range[0]..range[1]];
+        // The index makes keys unique, so ties keep request order.
+        group.sort_unstable_by_key(|e| (e.offset, e.index));
+        merge(group, order.remote[rank], policy, &mut transfers);
     }
-    // The index makes the key unique, so the unstable sort keeps request order for ties.
-    entries.sort_unstable_by_key(|e| (e.group, e.offset, e.index));
-
     Plan {
-        transfers: merge(&entries, &order.remote, policy),
+        transfers,
         rejected,
         requested_bytes,
     }
@@ -279,10 +283,10 @@ fn validate(r: &Request<'_>, if_match: Option<&str>) -> Result<u64> {
     Ok(absolute)
 }
 
-/// The linear sweep over sorted entries: extends the current transfer while every guard
-/// holds, then builds each transfer's parts with their exact capacity.
-fn merge(entries: &[Entry], remote: &[bool], policy: &Policy) -> Vec<Transfer> {
-    let mut transfers = Vec::new();
+/// The linear sweep over one group's sorted entries: extends the current transfer while every
+/// guard holds, then builds its parts with their exact capacity.
+fn merge(entries: &[Entry], remote: bool, policy: &Policy, transfers: &mut Vec<Transfer>) {
+    let gap = if remote { policy.gap } else { 0 };
     let mut i = 0;
     while i < entries.len() {
         let first = entries[i];
@@ -292,11 +296,7 @@ fn merge(entries: &[Entry], remote: &[bool], policy: &Policy) -> Vec<Transfer> {
         let mut useful = u128::from(first.length);
         let mut j = i + 1;
         if policy.gap > 0 {
-            let gap = if remote[first.group] { policy.gap } else { 0 };
             for e in &entries[i + 1..] {
-                if e.group != first.group {
-                    break;
-                }
                 if e.offset > last && e.offset - last - 1 > gap {
                     break;
                 }
@@ -337,7 +337,6 @@ fn merge(entries: &[Entry], remote: &[bool], policy: &Policy) -> Vec<Transfer> {
         });
         i = j;
     }
-    transfers
 }
 
 /// Builds a locator without parsing.
