@@ -1,0 +1,356 @@
+//! The planner: a pure function from reads and a [`Policy`] to transfers (each with its parts)
+//! and immediate failures. No threads, no I/O; of backends it only knows local or remote.
+//!
+//! Planning runs in three steps (spec §5.2): each read is validated on its own, the valid
+//! reads are ordered by (backend, identity, `if_match`, absolute offset), and a linear sweep
+//! merges neighbours of the same group while the four guards of the [`Policy`] hold.
+
+mod group;
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+use crate::error::{Error, Result, Status};
+use crate::locator::{Backend, Locator, Window};
+
+/// How far the planner may merge reads into one transfer.
+///
+/// ```
+/// let p = karu::plan::Policy::default();
+/// assert_eq!((p.gap, p.limit, p.parts, p.amplification), (1 << 20, 64 << 20, 1024, 16));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Policy {
+    /// The most bytes a remote transfer may skip between two reads; 0 disables merging
+    /// entirely, even of overlapping reads. Local files never skip bytes.
+    pub gap: u64,
+    /// The largest span of a merged transfer. A single read larger than this is not split.
+    pub limit: u64,
+    /// The most reads in one transfer.
+    pub parts: u64,
+    /// The largest ratio of a transfer's span to its useful bytes (the sum of its reads'
+    /// lengths, duplicates counted twice).
+    pub amplification: u64,
+}
+
+impl Default for Policy {
+    /// A 1 MiB gap, a 64 MiB span, 1024 parts and amplification 16.
+    fn default() -> Policy {
+        Policy {
+            gap: 1 << 20,
+            limit: 64 << 20,
+            parts: 1024,
+            amplification: 16,
+        }
+    }
+}
+
+/// Per-batch changes to a [`Policy`]; `None` inherits the policy's value.
+///
+/// ```
+/// use karu::plan::{Overrides, Policy};
+/// let o = Overrides { limit: Some(0), ..Overrides::default() };
+/// let e = Policy::default().with(&o).unwrap_err();
+/// assert_eq!(e.message(), "coalesce_limit must be at least 1");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// Replaces [`Policy::gap`]; 0 disables merging.
+    pub gap: Option<u64>,
+    /// Replaces [`Policy::limit`]; must be at least 1.
+    pub limit: Option<u64>,
+    /// Replaces [`Policy::parts`]; must be at least 1 and fit in a `usize`.
+    pub parts: Option<u64>,
+    /// Replaces [`Policy::amplification`]; must be at least 1.
+    pub amplification: Option<u64>,
+}
+
+impl Policy {
+    /// This policy with a batch's overrides applied. Out-of-range values are `Invalid`; no
+    /// upper bounds are applied here (unlike configuration options).
+    ///
+    /// ```
+    /// use karu::plan::{Overrides, Policy};
+    /// let p = Policy::default().with(&Overrides { gap: Some(0), ..Overrides::default() }).unwrap();
+    /// assert_eq!(p.gap, 0);
+    /// assert_eq!(p.limit, Policy::default().limit);
+    /// ```
+    pub fn with(&self, o: &Overrides) -> Result<Policy> {
+        let invalid = |message: &str| Err(Error::new(Status::Invalid, message));
+        let mut p = *self;
+        if let Some(gap) = o.gap {
+            p.gap = gap;
+        }
+        if let Some(limit) = o.limit {
+            if limit == 0 {
+                return invalid("coalesce_limit must be at least 1");
+            }
+            p.limit = limit;
+        }
+        if let Some(parts) = o.parts {
+            if parts == 0 || usize::try_from(parts).is_err() {
+                return invalid("coalesce_parts is outside the supported range");
+            }
+            p.parts = parts;
+        }
+        if let Some(amplification) = o.amplification {
+            if amplification == 0 {
+                return invalid("coalesce_amplification must be at least 1");
+            }
+            p.amplification = amplification;
+        }
+        Ok(p)
+    }
+}
+
+/// One read to plan.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// The object (and window) to read from.
+    pub locator: &'a Locator,
+    /// Offset relative to the locator's window.
+    pub offset: u64,
+    /// Number of bytes; nonzero and finite (not `u64::MAX`).
+    pub length: u64,
+    /// A strong ETag the object must still have. `Some("")` means no precondition, as `None`.
+    pub if_match: Option<&'a str>,
+}
+
+/// One read inside a transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Part {
+    /// Index of the read in the request slice.
+    pub index: usize,
+    /// Absolute offset in the object.
+    pub offset: u64,
+    /// Number of bytes.
+    pub length: u64,
+}
+
+/// One ranged request to a backend, serving one or more reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transfer {
+    /// A read of this transfer (its first part): its locator and `if_match` serve the
+    /// whole transfer, since all parts share backend, identity and `if_match`.
+    pub index: usize,
+    /// Absolute offset of the first byte.
+    pub offset: u64,
+    /// Number of bytes, from the first part's start to the furthest part end.
+    pub length: u64,
+    /// The reads, ordered by offset (then by index).
+    pub parts: Vec<Part>,
+}
+
+/// The outcome of planning.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Transfers ordered by (backend, identity, `if_match`, offset).
+    pub transfers: Vec<Transfer>,
+    /// Reads that fail before any I/O, each with its own error, in request order.
+    pub rejected: Vec<(usize, Error)>,
+    /// Sum of the lengths of the valid reads (saturating).
+    pub requested_bytes: u64,
+}
+
+impl Plan {
+    /// Sum of the transfer lengths: the bytes the transfers will fetch (saturating).
+    pub fn fetched_bytes(&self) -> u64 {
+        self.transfers
+            .iter()
+            .fold(0u64, |sum, t| sum.saturating_add(t.length))
+    }
+}
+
+/// A valid read, reduced to what sorting and merging need.
+#[derive(Clone, Copy, Default)]
+struct Entry {
+    offset: u64,
+    length: u64,
+    index: usize,
+}
+
+/// Plans reads into transfers under a policy.
+///
+/// Every read ends up either in exactly one transfer's parts or in `rejected`. Reads merge
+/// only with reads of the same backend, identity and `if_match`; windows do not matter.
+///
+/// ```
+/// use karu::plan::{plan, Overrides, Policy};
+/// let policy = Policy::default().with(&Overrides::default())?;
+/// let planned = plan(&[], &policy);
+/// assert!(planned.transfers.is_empty() && planned.rejected.is_empty());
+/// assert_eq!(planned.requested_bytes, 0);
+/// # Ok::<(), karu::Error>(())
+/// ```
+///
+/// With reads (this part does not run until `Locator::parse` is implemented):
+///
+/// ```no_run
+/// use karu::plan::{plan, Policy, Request};
+/// let object = karu::Locator::parse("https://example.com/data.bin").unwrap();
+/// let reads: Vec<Request> = (0..4u64)
+///     .map(|i| Request { locator: &object, offset: i * 4096, length: 4096, if_match: None })
+///     .collect();
+/// let planned = plan(&reads, &Policy::default());
+/// assert_eq!(planned.transfers.len(), 1);
+/// assert_eq!(planned.transfers[0].length, 16384);
+/// ```
+pub fn plan(requests: &[Request<'_>], policy: &Policy) -> Plan {
+    let mut rejected = Vec::new();
+    let mut entries = Vec::with_capacity(requests.len());
+    let mut groups = group::Groups::default();
+    // The group of each entry, kept only once a second group shows up.
+    let mut ids = Vec::new();
+    let mut requested_bytes = 0u64;
+    for (index, r) in requests.iter().enumerate() {
+        let if_match = r.if_match.filter(|s| !s.is_empty());
+        match validate(r, if_match) {
+            Ok(offset) => {
+                let id = groups.id(r.locator, if_match);
+                if id != 0 && ids.is_empty() {
+                    ids.resize(entries.len(), 0);
+                }
+                if !ids.is_empty() {
+                    ids.push(id);
+                }
+                entries.push(Entry {
+                    offset,
+                    length: r.length,
+                    index,
+                });
+                requested_bytes = requested_bytes.saturating_add(r.length);
+            }
+            Err(e) => rejected.push((index, e)),
+        }
+    }
+
+    let order = groups.finish();
+    let (mut entries, bounds) = order.partition(entries, &ids);
+    let mut transfers = Vec::new();
+    for (rank, range) in bounds.windows(2).enumerate() {
+        let group = &mut entries[range[0]..range[1]];
+        // The index makes keys unique, so ties keep request order.
+        group.sort_unstable_by_key(|e| (e.offset, e.index));
+        merge(group, order.remote[rank], policy, &mut transfers);
+    }
+    Plan {
+        transfers,
+        rejected,
+        requested_bytes,
+    }
+}
+
+/// Checks one read and returns its absolute offset.
+fn validate(r: &Request<'_>, if_match: Option<&str>) -> Result<u64> {
+    let l = r.locator;
+    let fail = |status, what: &str| Err(Error::new(status, format!("{}: {what}", l.display())));
+    let range = |what: &str| {
+        fail(
+            Status::Range,
+            &format!("range [{}, +{}) {what}", r.offset, r.length),
+        )
+    };
+    if r.length == 0 {
+        return fail(Status::Invalid, "request is empty");
+    }
+    if r.length == u64::MAX {
+        return fail(Status::Invalid, "request does not have a finite length");
+    }
+    if r.if_match
+        .is_some_and(|s| s.bytes().any(|b| matches!(b, 0 | b'\r' | b'\n')))
+    {
+        return fail(Status::Invalid, "invalid ETag");
+    }
+    if if_match.is_some() && !l.is_remote() {
+        return fail(
+            Status::Unsupported,
+            "ETag preconditions are not available for local files",
+        );
+    }
+    let Window { offset, length } = l.window();
+    if let Some(window) = length
+        && (r.offset > window || r.length > window - r.offset)
+    {
+        return range("leaves the locator window");
+    }
+    let Some(absolute) = offset.checked_add(r.offset) else {
+        return range("overflows its absolute offset");
+    };
+    if absolute.checked_add(r.length - 1).is_none() {
+        return range("overflows its end offset");
+    }
+    Ok(absolute)
+}
+
+/// The linear sweep over one group's sorted entries: extends the current transfer while every
+/// guard holds, then builds its parts with their exact capacity.
+fn merge(entries: &[Entry], remote: bool, policy: &Policy, transfers: &mut Vec<Transfer>) {
+    let gap = if remote { policy.gap } else { 0 };
+    let mut i = 0;
+    while i < entries.len() {
+        let first = entries[i];
+        let start = first.offset;
+        // Inclusive ends: an exclusive end of the last byte of the object would overflow.
+        let mut last = first.offset + (first.length - 1);
+        let mut useful = u128::from(first.length);
+        let mut j = i + 1;
+        if policy.gap > 0 {
+            for e in &entries[i + 1..] {
+                if e.offset > last && e.offset - last - 1 > gap {
+                    break;
+                }
+                let end = last.max(e.offset + (e.length - 1));
+                // end - start + 1 > limit, without overflow.
+                if end - start >= policy.limit {
+                    break;
+                }
+                if (j - i) as u64 >= policy.parts {
+                    break;
+                }
+                let merged = useful + u128::from(e.length);
+                let span = u128::from(end - start) + 1;
+                // An overflowing product passes the guard (spec §5.2).
+                if merged
+                    .checked_mul(u128::from(policy.amplification))
+                    .is_some_and(|budget| span > budget)
+                {
+                    break;
+                }
+                last = end;
+                useful = merged;
+                j += 1;
+            }
+        }
+        transfers.push(Transfer {
+            index: first.index,
+            offset: start,
+            length: last - start + 1,
+            parts: entries[i..j]
+                .iter()
+                .map(|e| Part {
+                    index: e.index,
+                    offset: e.offset,
+                    length: e.length,
+                })
+                .collect(),
+        });
+        i = j;
+    }
+}
+
+/// Builds a locator without parsing.
+///
+/// Only for the planner benchmark, which lives outside the crate, until `Locator::parse`
+/// is implemented; it will be removed then. Not part of the API.
+#[doc(hidden)]
+pub fn unparsed_locator(backend: Backend, identity: &str, window: Window) -> Locator {
+    Locator::from_parts(
+        backend,
+        identity.to_owned(),
+        identity.to_owned(),
+        String::new(),
+        String::new(),
+        window,
+    )
+}
