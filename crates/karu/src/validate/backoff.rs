@@ -137,12 +137,12 @@ impl Deadline {
         self.remaining().map(|r| r.max(Duration::from_millis(1)))
     }
 
-    /// TIMEOUT "<url>: request timeout exceeded".
+    /// TIMEOUT `"<url>: request timeout exceeded"`.
     pub(crate) fn exceeded(url: &str) -> Error {
         Error::new(Status::Timeout, format!("{url}: request timeout exceeded"))
     }
 
-    /// TIMEOUT "<url>: request timeout leaves no time for another attempt".
+    /// TIMEOUT `"<url>: request timeout leaves no time for another attempt"`.
     pub(crate) fn no_time(url: &str) -> Error {
         Error::new(
             Status::Timeout,

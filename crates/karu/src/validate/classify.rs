@@ -46,7 +46,7 @@ impl Failure {
 ///
 /// 401/403 → AUTH, 404 → NOT_FOUND, 412 → PRECONDITION, 416 → RANGE ("HTTP 416"), others →
 /// HTTP; 408, 425, 429, 5xx and a 400 whose body names `RequestTimeout` (S3 closing an idle
-/// connection) are transient. Messages read "<url>: HTTP <status>: <summary>".
+/// connection) are transient. Messages read `"<url>: HTTP <status>: <summary>"`.
 pub(crate) fn classify_error(
     url: &str,
     status: u16,
@@ -83,6 +83,7 @@ pub(crate) fn classify_error(
     }
 }
 
+/// Whether `needle` occurs in `haystack` (bodies need not be UTF-8).
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }

@@ -3,7 +3,7 @@
 //! The engine hands over the status and headers of a response (and, where needed, a body
 //! length or the first 4 KiB of an error body) and acts on the answer: keep bytes, drain,
 //! retry, restart or fail. Nothing here does I/O, waits or retries, so every rule can be
-//! tested exactly. URLs arrive already redacted; every message starts with "<url>: ".
+//! tested exactly. URLs arrive already redacted; every message starts with `"<url>: "`.
 
 pub(crate) mod backoff;
 mod classify;
@@ -39,12 +39,12 @@ const STORED_ENCODING: &str = "x-goog-stored-content-encoding";
 /// Longest header value quoted in a message.
 const SHOWN_MAX: usize = 100;
 
-/// An error whose message is "<url>: <what>".
+/// An error whose message is `"<url>: <what>"`.
 fn fail(status: Status, url: &str, what: impl std::fmt::Display) -> Error {
     Error::new(status, format!("{url}: {what}"))
 }
 
-/// HTTP "<url>: the object changed while an interrupted read was being resumed": the final
+/// HTTP `"<url>: the object changed while an interrupted read was being resumed"`: the final
 /// error when restarts after version changes used up every attempt (spec 5.5).
 pub(crate) fn version_changed(url: &str) -> Error {
     fail(
@@ -54,7 +54,7 @@ pub(crate) fn version_changed(url: &str) -> Error {
     )
 }
 
-/// HTTP "<url>: response exceeded bytes F-L": a body longer than the range it announced.
+/// HTTP `"<url>: response exceeded bytes F-L"`: a body longer than the range it announced.
 /// The engine reports it when a 206 body runs past `last`.
 pub(crate) fn body_too_long(url: &str, first: u64, last: u64) -> Error {
     fail(
@@ -66,12 +66,15 @@ pub(crate) fn body_too_long(url: &str, first: u64, last: u64) -> Error {
 
 /// A header that should appear once.
 enum Field<'h> {
+    /// Absent.
     Missing,
+    /// Present once, trimmed.
     One(&'h str),
     /// Repeated, or not visible ASCII: never trusted.
     Bad,
 }
 
+/// Looks up a header that must appear at most once.
 fn field<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Field<'h> {
     let mut values = headers.get_all(name).iter();
     let Some(value) = values.next() else {

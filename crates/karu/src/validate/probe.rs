@@ -3,7 +3,7 @@
 //!
 //! Both take the response after the engine read its body (a probe body is tiny), and both
 //! expect the caller to have sent non-2xx statuses other than 416 through
-//! [`classify_error`](super::classify_error) first: here they only yield a bare "HTTP <status>".
+//! [`classify_error`](super::classify_error) first: here they only yield a bare `"HTTP <status>"`.
 
 use http::HeaderMap;
 use http::header::CONTENT_RANGE;
@@ -201,6 +201,7 @@ fn body_fits(
     Ok(())
 }
 
+/// HTTP `"<url>: Content-Range [x, y] does not satisfy requested <asked>"`.
 fn unsatisfied(url: &str, range: &ContentRange, asked: impl std::fmt::Display) -> Error {
     fail(
         Status::Http,
@@ -212,6 +213,8 @@ fn unsatisfied(url: &str, range: &ContentRange, asked: impl std::fmt::Display) -
     )
 }
 
+/// HTTP `"<url>: unexpected HTTP <status> response to a range request"` (a 2xx other than
+/// 200 and 206).
 fn unexpected(url: &str, status: u16) -> Error {
     fail(
         Status::Http,
