@@ -31,6 +31,8 @@ mod locator;
 pub mod plan;
 mod probe;
 mod read;
+#[cfg_attr(not(test), allow(dead_code))]
+mod validate;
 
 pub use batch::{Batch, BatchStats, Completion, Next, NextAsync};
 pub use client::Client;
