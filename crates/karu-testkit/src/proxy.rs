@@ -291,6 +291,9 @@ async fn direction(
                 }
                 Msg::Reset => {
                     let _ = wr.as_ref().set_zero_linger();
+                    // Dropping a write half would send a FIN first; the socket closes (with
+                    // RST) when the connection task drops the read half.
+                    wr.forget();
                     abort.notify_one();
                     return;
                 }
