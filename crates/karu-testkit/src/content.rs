@@ -34,7 +34,7 @@ pub fn fill(name: &str, offset: u64, out: &mut [u8]) {
     let mut pos = offset;
     let mut i = 0;
     // Unaligned head byte by byte, then whole words.
-    while i < out.len() && pos % 8 != 0 {
+    while i < out.len() && !pos.is_multiple_of(8) {
         out[i] = byte_of(s, pos);
         i += 1;
         pos += 1;
