@@ -2,6 +2,8 @@
 //! a fault-injecting range server ([`server::RangeServer`]) and a latency/bandwidth proxy
 //! ([`proxy::LatencyProxy`]), all on loopback and usable from plain synchronous tests.
 
+#![warn(missing_docs)]
+
 pub mod content;
 pub mod proxy;
 pub mod server;

@@ -13,7 +13,7 @@
 //! ```
 //!
 //! * `<name>` is the rest of the path after the fault segment (it may contain `/`), percent-decoded.
-//!   The object's bytes are [`content::bytes`](crate::content::bytes)`(name, ..)`; after a version
+//!   The object's bytes are [`content::bytes`]`(name, ..)`; after a version
 //!   change they are those of [`versioned_name`]`(name, version)`.
 //! * `size=N` gives the object's size in bytes. Without it the object must have been registered
 //!   with [`RangeServer::register`]; otherwise the answer is 404.

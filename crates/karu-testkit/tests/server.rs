@@ -552,7 +552,7 @@ fn hyper_keep_alive_reuses_one_connection() {
 #[test]
 fn delay_builds_up_concurrency() {
     let s = RangeServer::start();
-    s.set_delay(Duration::from_millis(400));
+    s.set_delay(Duration::from_millis(800));
     let n = 6;
     let barrier = Arc::new(Barrier::new(n));
     let addr = s.addr();
