@@ -18,7 +18,8 @@
 //! * `size=N` gives the object's size in bytes. Without it the object must have been registered
 //!   with [`RangeServer::register`]; otherwise the answer is 404.
 //! * The strong ETag is [`etag`]`(name, size, version)`, e.g. `"6c1a2b3c4d5e6f70-400-0"`.
-//! * Query values are percent-decoded (`+` stays `+`); unknown parameters are ignored; an unknown fault is a 400.
+//! * Query values are percent-decoded (`+` stays `+`); unknown parameters are ignored; an
+//!   unknown fault or a non-numeric number is a 400.
 //!
 //! Parameters accepted by every route:
 //!
@@ -30,8 +31,9 @@
 //!
 //! # Normal semantics (route `ok`, and every fault route where the fault does not apply)
 //!
-//! * `GET` and `HEAD` only (others: 405). Every response carries `Accept-Ranges: bytes`, the
-//!   `ETag`, and `Content-Length`.
+//! * `GET` and `HEAD` only (others: 405). Every 200/206 carries `Accept-Ranges: bytes`, the
+//!   `ETag`, `Content-Length` and `Content-Type: application/octet-stream`; 412 and 416 carry the
+//!   current `ETag` too. Error answers have a short `text/plain` body.
 //! * No `Range` header: 200 with the whole object.
 //! * One range `bytes=F-L`, `bytes=F-` or `bytes=-N`: 206 with `Content-Range: bytes F-L/T` (the end
 //!   clamped to `T-1`, a suffix longer than the object giving the whole object).
@@ -56,10 +58,10 @@
 //! | `garbled-content-range` | 206 with the right body and an unparseable `Content-Range` | `value=V` (default `bytes garbled`) |
 //! | `wrong-content-range` | 206 for another range: the requested one shifted by S bytes (backwards if the shifted start would pass the end); header and body agree with each other, not with the request | `shift=S` (default 1) |
 //! | `416` | always 416 with `Content-Range: bytes */T` | |
-//! | `status` | the first `times` requests for this route and name get `code`, then normal semantics | `code` (default 503), `times` (default 1), `retry_after=S` (`Retry-After` in seconds), `retry_after_date=S` (`Retry-After` as an HTTP date S seconds from now) |
+//! | `status` | the first `times` requests for this route and name get `code`, then normal semantics | `code` (default 503), `times` (default 1), `retry_after=S` (`Retry-After` in seconds), `retry_after_date=S` (`Retry-After` as an HTTP date S seconds from now), `body=TEXT` (error body, e.g. `<Code>RequestTimeout</Code>` with `code=400`) |
 //! | `etag-change` | the object's version (ETag and content) changes between requests: request i (counting from 0 for this route and name) sees version `i / every`, or, with `at=J`, version 0 for the first J requests and 1 afterwards | `every` (default 1), `at` |
 //! | `trickle` | normal headers; the body is sent in small chunks no faster than R bytes/s | `rate=R` (default 1000) |
-//! | `redirect` | answers `code` with a `Location` to `redirect` again with `hops - 1`, and when `hops` is 1 to `/<to>/<name>` with the other query parameters kept; `cross=1` points each hop at the other listener (primary ↔ secondary); `relative=1` sends a path-only `Location` | `hops` (default 1), `code` (default 302), `to` (default `ok`), `cross`, `relative` |
+//! | `redirect` | answers `code` with a `Location` to `redirect` again with `hops - 1`, and when `hops` is 1 to `/<to>/<name>` with the other query parameters kept (the redirect's own `hops`, `code`, `to`, `cross`, `relative` removed); `cross=1` points each hop at the other listener (primary ↔ secondary); `relative=1` sends a path-only `Location` | `hops` (default 1), `code` (default 302), `to` (default `ok`), `cross`, `relative` |
 //! | `gzip` | normal status and `Content-Range`, plus `Content-Encoding: gzip`; the body is the gzip of the range's bytes, or with `raw=1` the plain bytes | `raw=1` |
 //! | `warning-214` | normal semantics plus `Warning: 214 - "Transformation Applied"` | |
 //! | `short-object` | normal semantics (a range passing the end gets `bytes F-(T-1)/T`, the object ending inside the request); with `star=1` the total is sent as `*` | `star=1` |
@@ -883,11 +885,11 @@ async fn respond(
                 Ok(c) => c.unwrap_or(503) as u16,
                 Err(e) => return simple(400, e, guard),
             };
-            let mut r = simple(
-                code,
-                format!("injected {code} ({} of {times})\n", count + 1),
-                guard,
-            );
+            let text = match q.get("body") {
+                Some(b) => b.to_string(),
+                None => format!("injected {code} ({} of {times})\n", count + 1),
+            };
+            let mut r = simple(code, text, guard);
             match (q.num("retry_after"), q.num("retry_after_date")) {
                 (Ok(Some(s)), _) => set(&mut r, "retry-after", s.to_string()),
                 (_, Ok(Some(s))) => set(

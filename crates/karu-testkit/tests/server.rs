@@ -335,6 +335,14 @@ fn status_fails_n_times_then_succeeds() {
         raw(a, "GET", "/status/five?size=10&code=500", &[]).status,
         200
     );
+    let r = raw(
+        a,
+        "GET",
+        "/status/rt?size=10&code=400&body=%3CCode%3ERequestTimeout%3C/Code%3E",
+        &[],
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(r.body, b"<Code>RequestTimeout</Code>");
     s.reset_counters();
     assert_eq!(
         raw(a, "GET", "/status/five?size=10&code=500", &[]).status,
