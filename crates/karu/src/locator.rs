@@ -102,10 +102,7 @@ impl Locator {
     /// `/vsi*/` handler.
     pub fn parse(uri: &str) -> Result<Locator> {
         let _ = uri;
-        Err(Error::new(
-            Status::Unsupported,
-            "locator parsing is not built yet",
-        ))
+        Err(Error::new(Status::Unsupported, "locator parsing is not built yet"))
     }
 
     /// The backend that serves this object.
