@@ -1,4 +1,12 @@
 //! Test support for karu: deterministic content (every byte a function of object and offset),
-//! and, as the remote issues land, servers and proxies to read it through.
+//! a fault-injecting range server ([`server::RangeServer`]) and a latency/bandwidth proxy
+//! ([`proxy::LatencyProxy`]), all on loopback and usable from plain synchronous tests.
+
+#![warn(missing_docs)]
 
 pub mod content;
+pub mod proxy;
+pub mod server;
+
+pub use proxy::{LatencyProxy, ProxyOptions};
+pub use server::{Logged, RangeServer};

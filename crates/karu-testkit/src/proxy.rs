@@ -1,0 +1,304 @@
+//! `LatencyProxy`: a TCP proxy on 127.0.0.1 that adds one-way delay and optional bandwidth caps
+//! in front of any address (this kernel has no netem).
+//!
+//! * **Delay.** Every chunk read from one side is stamped with its arrival time and written to
+//!   the other side `delay` later, in order. Chunks are queued, so many can be in transit at once:
+//!   the delay adds latency without limiting throughput. A round trip costs `2 × delay`. A new
+//!   connection also costs one extra round trip before anything is forwarded (the proxy waits
+//!   `2 × delay` before connecting to the target, like a TCP handshake), so the first response
+//!   on a fresh connection arrives after about `4 × delay`, later ones on the same connection
+//!   after `2 × delay`.
+//! * **Bandwidth.** `rate_per_connection` caps each direction of each connection, `rate_total`
+//!   caps all directions of all connections together (bytes per second, paced in small slices).
+//! * **Closing.** An end of stream is forwarded (half-close) after the delay; a reset (RST) read
+//!   on one side is forwarded as a reset of the other side after the delay.
+//!
+//! The proxy runs on its own thread and runtime and stops when dropped.
+
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
+use tokio::time::Instant;
+
+/// Settings of a [`LatencyProxy`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProxyOptions {
+    /// One-way delay added in each direction (round trip = 2 × delay).
+    pub delay: Duration,
+    /// Bandwidth cap in bytes per second for each direction of each connection.
+    pub rate_per_connection: Option<u64>,
+    /// Bandwidth cap in bytes per second shared by all connections and directions.
+    pub rate_total: Option<u64>,
+}
+
+/// Paces bytes at a fixed rate: each reservation gets the next free slot.
+struct Pacer {
+    rate: f64,
+    next: Instant,
+}
+
+impl Pacer {
+    fn new(rate: u64) -> Pacer {
+        Pacer {
+            rate: rate.max(1) as f64,
+            next: Instant::now(),
+        }
+    }
+
+    /// Reserves `n` bytes; returns when they may be sent.
+    fn reserve(&mut self, n: usize, now: Instant) -> Instant {
+        let start = self.next.max(now);
+        self.next = start + Duration::from_secs_f64(n as f64 / self.rate);
+        start
+    }
+}
+
+struct Shared {
+    opts: ProxyOptions,
+    target: SocketAddr,
+    connections: AtomicU64,
+    to_target: AtomicU64,
+    to_client: AtomicU64,
+    total: Option<Mutex<Pacer>>,
+}
+
+/// A delaying, rate-capping TCP proxy on 127.0.0.1; see the [module docs](self).
+pub struct LatencyProxy {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl LatencyProxy {
+    /// Listens on a free port of 127.0.0.1 and forwards every connection to `target`.
+    ///
+    /// Panics if the port cannot be bound or the runtime cannot start (this is a test kit).
+    pub fn start(target: SocketAddr, opts: ProxyOptions) -> LatencyProxy {
+        let listener = StdListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        listener.set_nonblocking(true).expect("set_nonblocking");
+        let addr = listener.local_addr().expect("local_addr");
+        let shared = Arc::new(Shared {
+            opts,
+            target,
+            connections: AtomicU64::new(0),
+            to_target: AtomicU64::new(0),
+            to_client: AtomicU64::new(0),
+            total: opts.rate_total.map(|r| Mutex::new(Pacer::new(r))),
+        });
+        let (tx, rx) = oneshot::channel::<()>();
+        let sh = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("karu-testkit-latency-proxy".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("tokio runtime");
+                rt.block_on(async move {
+                    let l = TcpListener::from_std(listener).expect("listener");
+                    tokio::spawn(accept_loop(l, sh));
+                    let _ = rx.await;
+                });
+            })
+            .expect("spawn proxy thread");
+        LatencyProxy {
+            shared,
+            addr,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// The address clients connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT/` followed by `path` (a leading `/` is optional).
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}/{}", self.addr, path.trim_start_matches('/'))
+    }
+
+    /// The address the proxy forwards to.
+    pub fn target(&self) -> SocketAddr {
+        self.shared.target
+    }
+
+    /// Number of client connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.shared.connections.load(Ordering::SeqCst)
+    }
+
+    /// Bytes written to the target so far (client → target).
+    pub fn bytes_to_target(&self) -> u64 {
+        self.shared.to_target.load(Ordering::SeqCst)
+    }
+
+    /// Bytes written to clients so far (target → client).
+    pub fn bytes_to_client(&self) -> u64 {
+        self.shared.to_client.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for LatencyProxy {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for LatencyProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LatencyProxy")
+            .field("addr", &self.addr)
+            .field("target", &self.shared.target)
+            .field("opts", &self.shared.opts)
+            .finish()
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        match listener.accept().await {
+            Ok((client, _)) => {
+                shared.connections.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(connection(client, shared.clone()));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+}
+
+async fn connection(client: TcpStream, shared: Arc<Shared>) {
+    // The handshake's round trip.
+    tokio::time::sleep(shared.opts.delay * 2).await;
+    let Ok(upstream) = TcpStream::connect(shared.target).await else {
+        let _ = client.set_zero_linger();
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
+    let abort = Arc::new(Notify::new());
+    let (cr, cw) = client.into_split();
+    let (ur, uw) = upstream.into_split();
+    let up = direction(cr, uw, shared.clone(), abort.clone(), true);
+    let down = direction(ur, cw, shared.clone(), abort.clone(), false);
+    tokio::select! {
+        _ = async { tokio::join!(up, down) } => {}
+        _ = abort.notified() => {}
+    }
+}
+
+enum Msg {
+    Data(Bytes),
+    Eof,
+    Reset,
+}
+
+/// Bytes of one direction allowed in transit inside the proxy.
+const BUDGET: usize = 8 << 20;
+const READ_SIZE: usize = 32 * 1024;
+
+async fn direction(
+    mut rd: OwnedReadHalf,
+    mut wr: OwnedWriteHalf,
+    shared: Arc<Shared>,
+    abort: Arc<Notify>,
+    to_target: bool,
+) {
+    let delay = shared.opts.delay;
+    let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Msg)>();
+    let budget = Arc::new(Semaphore::new(BUDGET));
+
+    let reader = {
+        let budget = budget.clone();
+        async move {
+            loop {
+                let mut buf = BytesMut::with_capacity(READ_SIZE);
+                let msg = match rd.read_buf(&mut buf).await {
+                    Ok(0) => Msg::Eof,
+                    Ok(n) => {
+                        match budget.acquire_many(n as u32).await {
+                            Ok(p) => p.forget(),
+                            Err(_) => return,
+                        }
+                        Msg::Data(buf.freeze())
+                    }
+                    Err(_) => Msg::Reset,
+                };
+                let last = !matches!(msg, Msg::Data(_));
+                if tx.send((Instant::now() + delay, msg)).is_err() || last {
+                    return;
+                }
+            }
+        }
+    };
+
+    let writer = async move {
+        let mut pacer = shared.opts.rate_per_connection.map(Pacer::new);
+        let slice = [shared.opts.rate_per_connection, shared.opts.rate_total]
+            .into_iter()
+            .flatten()
+            .min()
+            .map_or(usize::MAX, |r| ((r / 100) as usize).clamp(1, 16 * 1024));
+        let counter = if to_target {
+            &shared.to_target
+        } else {
+            &shared.to_client
+        };
+        while let Some((due, msg)) = rx.recv().await {
+            tokio::time::sleep_until(due).await;
+            match msg {
+                Msg::Data(data) => {
+                    for part in data.chunks(slice) {
+                        let now = Instant::now();
+                        let mut at = now;
+                        if let Some(p) = pacer.as_mut() {
+                            at = at.max(p.reserve(part.len(), now));
+                        }
+                        if let Some(t) = &shared.total {
+                            let t = t
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .reserve(part.len(), now);
+                            at = at.max(t);
+                        }
+                        tokio::time::sleep_until(at).await;
+                        if wr.write_all(part).await.is_err() {
+                            abort.notify_one();
+                            return;
+                        }
+                        counter.fetch_add(part.len() as u64, Ordering::SeqCst);
+                    }
+                    budget.add_permits(data.len());
+                }
+                Msg::Eof => {
+                    let _ = wr.shutdown().await;
+                    return;
+                }
+                Msg::Reset => {
+                    let _ = wr.as_ref().set_zero_linger();
+                    // Dropping a write half would send a FIN first; the socket closes (with
+                    // RST) when the connection task drops the read half.
+                    wr.forget();
+                    abort.notify_one();
+                    return;
+                }
+            }
+        }
+    };
+    tokio::join!(reader, writer);
+}
