@@ -80,7 +80,11 @@ struct PlanOverrides {
 /// (e.g. 11 malformed URI, 15 file error, 18 range past end, 23 not found).
 fn exit_code(status: Status) -> ExitCode {
     let code = status.code();
-    ExitCode::from(if code == 0 { 0 } else { (10 + code.unsigned_abs()) as u8 })
+    ExitCode::from(if code == 0 {
+        0
+    } else {
+        (10 + code.unsigned_abs()) as u8
+    })
 }
 
 fn main() -> ExitCode {

@@ -34,7 +34,9 @@ fn main() {
     let mut rng = 42u64;
     let random: Vec<u64> = (0..100_000)
         .map(|_| {
-            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((rng >> 16) % (SIZE / 4096)) * 4096
         })
         .collect();

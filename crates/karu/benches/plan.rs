@@ -9,8 +9,8 @@
 use std::hint::black_box;
 use std::time::Instant;
 
+use karu::Locator;
 use karu::plan::{Policy, Request, plan};
-use karu::{Backend, Locator, Window};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -18,9 +18,7 @@ const URL: &str = "https://example.com/data.bin";
 const PATTERNS: [&str; 4] = ["contiguous", "alternating", "sparse", "random"];
 
 fn locator() -> Locator {
-    // Until `Locator::parse` is implemented, fall back to the hidden unparsed constructor.
-    Locator::parse(URL)
-        .unwrap_or_else(|_| karu::plan::unparsed_locator(Backend::Http, URL, Window::default()))
+    Locator::parse(URL).expect("a valid URL")
 }
 
 /// Offsets of `n` reads of 64 KiB.

@@ -43,7 +43,9 @@ fn random_reads_return_exact_bytes() {
     let mut reads = Vec::new();
     let mut expect = Vec::new();
     for tag in 0..2000u64 {
-        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let offset = (rng >> 20) % (SIZE - 70_000);
         let length = 1 + (rng >> 8) % 65_536;
         reads.push(Read::new(&f.object, offset, length).tag(tag));
@@ -136,7 +138,11 @@ fn merged_transfer_ending_early_fails_only_the_parts_past_the_end() {
     for done in &batch {
         got.insert(done.tag, (done.status(), done.got));
         if done.got > 0 {
-            let off = if done.tag == 1 { SIZE - 200 } else { SIZE - 100 };
+            let off = if done.tag == 1 {
+                SIZE - 200
+            } else {
+                SIZE - 100
+            };
             content::check(NAME, off, done.bytes()).unwrap();
         }
     }
@@ -152,8 +158,14 @@ fn windows_translate_offsets_and_are_never_escaped() {
     let p = f.path.to_str().unwrap();
     let sub = Locator::parse(&format!("/vsisubfile/1000_5000,{p}")).unwrap();
     let frag = Locator::parse(&format!("{p}#bytes=2000-2999")).unwrap();
-    assert_eq!(c.read(&sub, 10, 100).unwrap(), content::bytes(NAME, 1010, 100));
-    assert_eq!(c.read(&frag, 0, 1000).unwrap(), content::bytes(NAME, 2000, 1000));
+    assert_eq!(
+        c.read(&sub, 10, 100).unwrap(),
+        content::bytes(NAME, 1010, 100)
+    );
+    assert_eq!(
+        c.read(&frag, 0, 1000).unwrap(),
+        content::bytes(NAME, 2000, 1000)
+    );
     let e = c.read(&frag, 900, 101).unwrap_err();
     assert_eq!(e.status(), Status::Range);
     assert!(e.message().contains("leaves the locator window"), "{e}");
@@ -175,17 +187,17 @@ fn every_bad_read_gets_its_own_error_and_the_rest_complete() {
     let missing = Locator::parse("/nonexistent/karu/file.bin").unwrap();
     let http = Locator::parse("gs://bucket/key").unwrap();
     let reads = vec![
-        Read::new(&f.object, 0, 0).tag(0),                              // empty
-        Read::new(&f.object, 0, u64::MAX).tag(1),                       // unbounded
-        Read::new(&offset_window, u64::MAX - 10, 5).tag(2),             // offset overflow
-        Read::new(&f.object, u64::MAX - 10, 20).tag(3),                 // end overflow
-        Read::new(&window, 50, 51).tag(4),                              // window escape
-        Read::new(&f.object, 0, 10).if_match("\"a\r\nb\"").tag(5),      // CR/LF in ETag
-        Read::new(&f.object, 0, 10).if_match("\"abc\"").tag(6),         // ETag on a local file
-        Read::new(&missing, 0, 10).tag(7),                              // OS error
-        Read::new(&http, 0, 10).tag(8),                                 // backend not built
-        Read::new(&f.object, 12345, 678).tag(9),                        // fine
-        Read::new(&f.object, 0, 10).if_match("\"a\0b\"").tag(10),       // NUL in ETag
+        Read::new(&f.object, 0, 0).tag(0),                         // empty
+        Read::new(&f.object, 0, u64::MAX).tag(1),                  // unbounded
+        Read::new(&offset_window, u64::MAX - 10, 5).tag(2),        // offset overflow
+        Read::new(&f.object, u64::MAX - 10, 20).tag(3),            // end overflow
+        Read::new(&window, 50, 51).tag(4),                         // window escape
+        Read::new(&f.object, 0, 10).if_match("\"a\r\nb\"").tag(5), // CR/LF in ETag
+        Read::new(&f.object, 0, 10).if_match("\"abc\"").tag(6),    // ETag on a local file
+        Read::new(&missing, 0, 10).tag(7),                         // OS error
+        Read::new(&http, 0, 10).tag(8),                            // backend not built
+        Read::new(&f.object, 12345, 678).tag(9),                   // fine
+        Read::new(&f.object, 0, 10).if_match("\"a\0b\"").tag(10),  // NUL in ETag
     ];
     let batch = c.submit(reads).unwrap();
     let mut results = std::collections::BTreeMap::new();
@@ -203,7 +215,11 @@ fn every_bad_read_gets_its_own_error_and_the_rest_complete() {
         (3, Status::Range, "overflows its end offset"),
         (4, Status::Range, "leaves the locator window"),
         (5, Status::Invalid, "ETag"),
-        (6, Status::Unsupported, "ETag preconditions are not available for local files"),
+        (
+            6,
+            Status::Unsupported,
+            "ETag preconditions are not available for local files",
+        ),
         (7, Status::Io, "No such file or directory"),
         (8, Status::Unsupported, "gcs"),
         (9, Status::Ok, ""),
@@ -248,8 +264,7 @@ fn several_threads_drain_one_batch_each_completion_once_and_all_see_the_end() {
                 loop {
                     match b.next_timeout(std::time::Duration::from_millis(50)) {
                         Next::Done(d) => {
-                            content::check(NAME, (d.tag * 4099) % (SIZE - 64), d.bytes())
-                                .unwrap();
+                            content::check(NAME, (d.tag * 4099) % (SIZE - 64), d.bytes()).unwrap();
                             mine.push(d.tag);
                         }
                         Next::Timeout => {}
@@ -266,7 +281,10 @@ fn several_threads_drain_one_batch_each_completion_once_and_all_see_the_end() {
         }
     }
     assert_eq!(all.len(), 20_000);
-    assert!(matches!(batch.next_timeout(std::time::Duration::ZERO), Next::End));
+    assert!(matches!(
+        batch.next_timeout(std::time::Duration::ZERO),
+        Next::End
+    ));
 }
 
 #[test]
@@ -285,8 +303,11 @@ fn owned_buffers_come_back_and_fetch_into_fills_borrowed_ones() {
 
     let mut a = vec![0u8; 10_000];
     let mut b = vec![0u8; 3];
-    c.fetch_into(vec![(&f.object, 5, &mut a[..]), (&f.object, SIZE - 3, &mut b[..])])
-        .unwrap();
+    c.fetch_into(vec![
+        (&f.object, 5, &mut a[..]),
+        (&f.object, SIZE - 3, &mut b[..]),
+    ])
+    .unwrap();
     content::check(NAME, 5, &a).unwrap();
     content::check(NAME, SIZE - 3, &b).unwrap();
 }
@@ -296,12 +317,18 @@ fn fetch_returns_buffers_in_order_or_the_first_failure() {
     let f = fixture();
     let c = client();
     let bufs = c
-        .fetch(vec![Read::new(&f.object, 9, 99), Read::new(&f.object, 1, 11)])
+        .fetch(vec![
+            Read::new(&f.object, 9, 99),
+            Read::new(&f.object, 1, 11),
+        ])
         .unwrap();
     content::check(NAME, 9, &bufs[0]).unwrap();
     content::check(NAME, 1, &bufs[1]).unwrap();
     let e = c
-        .fetch(vec![Read::new(&f.object, 0, 8), Read::new(&f.object, SIZE, 1)])
+        .fetch(vec![
+            Read::new(&f.object, 0, 8),
+            Read::new(&f.object, SIZE, 1),
+        ])
         .unwrap_err();
     assert_eq!(e.status(), Status::Range);
 }
@@ -337,7 +364,10 @@ fn read_ends_of_a_local_file_and_window() {
     assert_eq!(ends.head, content::bytes(NAME, 100, 100));
     assert_eq!(ends.tail, content::bytes(NAME, 170, 30));
     let past = Locator::parse(&format!("/vsisubfile/{}_100,{p}", SIZE - 10)).unwrap();
-    assert_eq!(c.read_ends(&past, 100, 0).unwrap_err().status(), Status::Range);
+    assert_eq!(
+        c.read_ends(&past, 100, 0).unwrap_err().status(),
+        Status::Range
+    );
 }
 
 #[test]
@@ -351,7 +381,11 @@ fn async_twins_complete_without_blocking_a_thread() {
         let data = c.read_async(&f.object, 100, 1000).await.unwrap();
         content::check(NAME, 100, &data).unwrap();
         let all = c
-            .fetch_async((0..100).map(|i| Read::new(&f.object, i * 1000, 10)).collect())
+            .fetch_async(
+                (0..100)
+                    .map(|i| Read::new(&f.object, i * 1000, 10))
+                    .collect(),
+            )
             .await
             .unwrap();
         for (i, d) in all.iter().enumerate() {
@@ -365,7 +399,10 @@ fn async_twins_complete_without_blocking_a_thread() {
 fn empty_batch_ends_at_once() {
     let c = client();
     let batch = c.submit(Vec::new()).unwrap();
-    assert!(matches!(batch.next_timeout(std::time::Duration::ZERO), Next::End));
+    assert!(matches!(
+        batch.next_timeout(std::time::Duration::ZERO),
+        Next::End
+    ));
 }
 
 #[test]

@@ -48,7 +48,8 @@ fn a_million_local_reads_keep_memory_bounded() {
     let growth = peak_rss().saturating_sub(before);
     let per_read = growth / READS;
     eprintln!("peak RSS growth {growth} bytes for {READS} reads: {per_read} bytes per read");
-    // Measured on the 2-core dev machine: see the figure printed above (recorded in the
-    // closing note); the bound leaves room for allocator slack.
-    assert!(per_read < 1024, "{per_read} bytes per read");
+    // Measured on the 2-core dev machine (debug and release alike): 253 bytes per read, of
+    // which 16 are the destination; the rest is the Read, its planned part, its queue entry
+    // and its completion. The bound leaves room for allocator slack.
+    assert!(per_read < 512, "{per_read} bytes per read");
 }

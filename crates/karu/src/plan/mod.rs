@@ -12,7 +12,7 @@ mod proptests;
 mod tests;
 
 use crate::error::{Error, Result, Status};
-use crate::locator::{Backend, Locator, Window};
+use crate::locator::{Locator, Window};
 
 /// How far the planner may merge reads into one transfer.
 ///
@@ -184,9 +184,9 @@ struct Entry {
 /// # Ok::<(), karu::Error>(())
 /// ```
 ///
-/// With reads (this part does not run until `Locator::parse` is implemented):
+/// With reads:
 ///
-/// ```no_run
+/// ```
 /// use karu::plan::{plan, Policy, Request};
 /// let object = karu::Locator::parse("https://example.com/data.bin").unwrap();
 /// let reads: Vec<Request> = (0..4u64)
@@ -337,20 +337,4 @@ fn merge(entries: &[Entry], remote: bool, policy: &Policy, transfers: &mut Vec<T
         });
         i = j;
     }
-}
-
-/// Builds a locator without parsing.
-///
-/// Only for the planner benchmark, which lives outside the crate, until `Locator::parse`
-/// is implemented; it will be removed then. Not part of the API.
-#[doc(hidden)]
-pub fn unparsed_locator(backend: Backend, identity: &str, window: Window) -> Locator {
-    Locator::from_parts(
-        backend,
-        identity.to_owned(),
-        identity.to_owned(),
-        String::new(),
-        String::new(),
-        window,
-    )
 }

@@ -4,6 +4,7 @@ use proptest::prelude::*;
 
 use super::tests::locator;
 use super::*;
+use crate::locator::Backend;
 
 const ETAGS: [Option<&str>; 5] = [None, Some(""), Some("\"a\""), Some("\"b\""), Some("c\n")];
 

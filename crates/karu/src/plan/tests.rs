@@ -1,4 +1,5 @@
 use super::*;
+use crate::locator::Backend;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
