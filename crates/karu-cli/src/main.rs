@@ -131,7 +131,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             let batch = client.submit(vec![Read::new(&object, offset, length)])?;
             let done = batch.next().expect("one read gives one completion");
             if stats {
-                eprintln!("{:?}", batch.stats());
+                eprintln!("{}", batch.stats());
             }
             let data = done.into_result()?;
             match output {

@@ -75,6 +75,26 @@ pub struct BatchStats {
     pub credential_refreshes: u64,
 }
 
+impl std::fmt::Display for BatchStats {
+    /// One line of `name=value` pairs, in the C struct's field order.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "transfers={} transfers_finished={} requested_bytes={} received_bytes={} retries={} \
+             throttled={} new_connections={} resumed={} credential_refreshes={}",
+            self.transfers,
+            self.transfers_finished,
+            self.requested_bytes,
+            self.received_bytes,
+            self.retries,
+            self.throttled,
+            self.new_connections,
+            self.resumed,
+            self.credential_refreshes
+        )
+    }
+}
+
 /// Atomic twins of [`BatchStats`], updated by the engine.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {

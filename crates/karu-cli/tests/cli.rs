@@ -1,0 +1,148 @@
+//! The `karu` command end to end: output bytes, messages and exit codes.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use karu_testkit::content;
+
+const NAME: &str = "cli-object";
+const SIZE: u64 = 20 << 20;
+
+fn karu(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_karu"))
+        .arg("--hermetic")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(s) = stdin {
+        input.write_all(s.as_bytes()).unwrap();
+    }
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn fixture() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("object.bin");
+    content::write_file(&path, NAME, SIZE).unwrap();
+    let p = path.to_str().unwrap().to_owned();
+    (dir, p)
+}
+
+#[test]
+fn read_writes_exact_bytes_to_stdout_and_file() {
+    let (dir, p) = fixture();
+    let out = karu(&["read", &p, "1000", "5000"], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, content::bytes(NAME, 1000, 5000));
+
+    let file = dir.path().join("out.bin");
+    let out = karu(
+        &[
+            "read",
+            &format!("{p}#bytes=100-"),
+            "7",
+            "64",
+            "-o",
+            file.to_str().unwrap(),
+            "--stats",
+        ],
+        None,
+    );
+    assert!(out.status.success());
+    assert_eq!(std::fs::read(&file).unwrap(), content::bytes(NAME, 107, 64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("requested_bytes=64"));
+}
+
+#[test]
+fn stat_and_cat() {
+    let (_dir, p) = fixture();
+    let out = karu(&["stat", &format!("/vsisubfile/10,{p}")], None);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("size: {}\netag: \n", SIZE - 10)
+    );
+    let out = karu(&["cat", &p], None);
+    assert!(out.status.success());
+    assert_eq!(out.stdout.len() as u64, SIZE);
+    content::check(NAME, 0, &out.stdout).unwrap();
+}
+
+#[test]
+fn plan_prints_transfers_and_amplification() {
+    let ranges: String = (0..1000u64)
+        .map(|i| format!("{},{}\n", i << 20, 64 << 10))
+        .collect();
+    let out = karu(
+        &["plan", "https://example.com/data.bin", "--ranges", "-"],
+        Some(&ranges),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("transfers: 16 "), "{text}");
+    assert!(text.contains("fetched/requested: 15.76"), "{text}");
+    let out = karu(
+        &[
+            "plan",
+            "https://example.com/data.bin",
+            "--ranges",
+            "-",
+            "--gap",
+            "0",
+        ],
+        Some(&ranges),
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("transfers: 1000 "));
+    let out = karu(
+        &[
+            "-c",
+            "KARU_COALESCE_GAP=0",
+            "plan",
+            "https://example.com/x",
+            "--ranges",
+            "-",
+        ],
+        Some("0,10\n20,10\n"),
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("transfers: 2 "));
+}
+
+#[test]
+fn errors_are_one_line_on_stderr_with_distinct_exit_codes() {
+    let (_dir, p) = fixture();
+    let cases: [(&[&str], i32, &str); 6] = [
+        (&["read", "", "0", "1"], 11, "empty URI"),
+        (
+            &["read", "/vsizip/a.zip/m", "0", "1"],
+            12,
+            "unsupported virtual filesystem",
+        ),
+        (&["read", &p, "0", "0"], 13, "empty"),
+        (&["read", "/nonexistent/karu", "0", "1"], 15, "No such file"),
+        (&["read", &p, &SIZE.to_string(), "1"], 18, "passes the end"),
+        (
+            &["-c", "KARU_CONCURRENCY=0", "stat", &p],
+            21,
+            "KARU_CONCURRENCY must be an integer",
+        ),
+    ];
+    for (args, code, text) in cases {
+        let out = karu(args, None);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(
+            err.starts_with("karu: ") && err.contains(text),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(out.stdout.is_empty());
+    }
+}
