@@ -6,6 +6,7 @@
 
 mod error;
 mod locator;
+mod transport;
 
 pub use error::{Error, Result, Status};
 pub use locator::{Backend, Locator, Window};
