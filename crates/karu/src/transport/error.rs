@@ -132,7 +132,7 @@ fn kind_of(chain: &[&(dyn StdError + 'static)]) -> TransportErrorKind {
     }
     for e in chain {
         if let Some(h) = e.downcast_ref::<hyper::Error>()
-            && (h.is_parse() || h.is_parse_status() || h.is_parse_too_large())
+            && (h.is_parse() || h.is_parse_status())
         {
             return K::Protocol;
         }

@@ -7,10 +7,11 @@
 //! reports what happened, with a [`TransportErrorKind`] found from the error's structure.
 //!
 //! URLs are sent as written: hyper's `Uri` keeps the path and query bytes verbatim
-//! (`a%20b`, `..`, `//`, `;` stay). It rejects what HTTP cannot carry on the request line:
-//! spaces, control characters, non-ASCII bytes and some ASCII (`"`, `<`, `>`, `\`, `^`,
-//! `` ` ``, `{`, `|`, `}`); such URLs fail with [`TransportErrorKind::InvalidUrl`] before any
-//! connection. A `#fragment` is dropped (never sent).
+//! (`a%20b`, `..`, `//`, `;`, `%zz` stay; no dot-segment removal, no re-encoding). It
+//! refuses spaces, control characters, DEL, `<`, `>` and `` ` ``: such URLs fail with
+//! [`TransportErrorKind::InvalidUrl`] before any connection. It accepts, and hyper then sends
+//! raw, non-ASCII bytes (as UTF-8), `"`, `\`, `^`, `{`, `|`, `}` (callers that want them
+//! percent-encoded encode them first, as the locator does). A `#fragment` is never sent.
 
 // The engine that calls this room is written in parallel; until it lands, much of the API
 // has no caller outside the tests.
