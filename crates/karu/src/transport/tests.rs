@@ -790,3 +790,33 @@ async fn proxy_forward_and_tunnel() {
     );
     assert_eq!(client.transport().connections_opened(), 2);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn silently_closed_idle_connection_is_replaced() {
+    // Answers one request per connection with a keep-alive response, then hangs up without
+    // saying so: the pooled connection is dead, and the next request must get a new one.
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    let addr = raw_server(move |mut tcp| {
+        count.fetch_add(1, Ordering::SeqCst);
+        async move {
+            read_head(&mut tcp).await;
+            let _ = tcp
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                .await;
+            let _ = tcp.shutdown().await;
+        }
+    })
+    .await;
+    let client = client();
+    let url = format!("http://{addr}/");
+    let a = client.send(get(&url), FOLLOW).await.unwrap();
+    let first = a.connection;
+    assert_eq!(body_of(a).await, "ok");
+    settle().await;
+    let b = client.send(get(&url), FOLLOW).await.unwrap();
+    assert_ne!(b.connection, first);
+    assert_eq!(body_of(b).await, "ok");
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    assert_eq!(client.transport().connections_opened(), 2);
+}
