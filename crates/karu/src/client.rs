@@ -3,9 +3,10 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::backends;
 use crate::batch::{Batch, Completion, Counters, Shared};
 use crate::config::{Config, Settings};
-use crate::engine::{Engine, PartRead, Work};
+use crate::engine::{Engine, PartRead, Remote, Work};
 use crate::error::{Error, Result};
 use crate::locator::Locator;
 use crate::plan::{self, Overrides, Policy};
@@ -86,7 +87,7 @@ impl Client {
                     // its engine without running destructors that would wait for them.
                     std::mem::forget(inherited);
                 }
-                let engine = Arc::new(Engine::start());
+                let engine = Arc::new(Engine::start(&self.inner.settings));
                 *slot = Some((pid, Arc::clone(&engine)));
                 engine
             }
@@ -139,9 +140,14 @@ impl Client {
             .transfers
             .into_iter()
             .map(|t| {
-                let locator = slots[t.index]
+                let (locator, if_match) = slots[t.index]
                     .as_ref()
-                    .map(|r| r.locator.clone())
+                    .map(|r| {
+                        (
+                            r.locator.clone(),
+                            r.if_match.clone().filter(|t| !t.is_empty()),
+                        )
+                    })
                     .expect("a transfer's read is planned once");
                 let parts = t
                     .parts
@@ -161,6 +167,7 @@ impl Client {
                     offset: t.offset,
                     length: t.length,
                     parts,
+                    if_match,
                 }
             })
             .collect();
@@ -252,30 +259,88 @@ impl Client {
         first_error.map_or(Ok(out), Err)
     }
 
-    /// The visible size of an object: a bounded window's length with no I/O; for a local
-    /// file its size past the window offset.
+    /// The visible size of an object: a bounded window's length with no I/O; otherwise the
+    /// object's size past the window offset (for a remote object, one one-byte GET).
     pub fn size(&self, locator: &Locator) -> Result<u64> {
-        probe::size(locator)
+        match locator.window_length() {
+            Some(len) => Ok(len),
+            None => self.stat(locator).map(|i| i.size),
+        }
     }
 
-    /// Size and strong ETag in one probe (local files have no ETag).
+    /// Size and strong ETag in one round trip (local files have no ETag). A bounded remote
+    /// window is probed too, for its ETag.
     pub fn stat(&self, locator: &Locator) -> Result<ObjectInfo> {
-        probe::stat(locator)
+        if !locator.is_remote() {
+            return probe::local_stat(locator);
+        }
+        let locator = locator.clone();
+        self.remote(&locator)?
+            .run(move |st| Box::pin(async move { probe::remote::stat(&st, &locator).await }))
     }
 
-    /// The first `head` and last `tail` bytes of the visible object, with its size and ETag.
+    /// The first `head` and last `tail` bytes of the visible object, with its size and
+    /// ETag; for a remote object, both ends are requested together in one round trip.
     pub fn read_ends(&self, locator: &Locator, head: u64, tail: u64) -> Result<Ends> {
-        probe::read_ends(locator, head, tail)
+        if !locator.is_remote() {
+            return probe::local_read_ends(locator, head, tail);
+        }
+        let locator = locator.clone();
+        self.remote(&locator)?.run(move |st| {
+            Box::pin(async move { probe::remote::read_ends(&st, &locator, head, tail).await })
+        })
     }
 
     /// The async twin of [`size`](Client::size).
     pub async fn size_async(&self, locator: &Locator) -> Result<u64> {
-        self.size(locator)
+        match locator.window_length() {
+            Some(len) => Ok(len),
+            None => self.stat_async(locator).await.map(|i| i.size),
+        }
     }
 
     /// The async twin of [`stat`](Client::stat).
     pub async fn stat_async(&self, locator: &Locator) -> Result<ObjectInfo> {
-        self.stat(locator)
+        if !locator.is_remote() {
+            return probe::local_stat(locator);
+        }
+        let owned = locator.clone();
+        self.remote(locator)?
+            .run_async(move |st| Box::pin(async move { probe::remote::stat(&st, &owned).await }))
+            .await
+    }
+
+    /// The async twin of [`read_ends`](Client::read_ends).
+    pub async fn read_ends_async(&self, locator: &Locator, head: u64, tail: u64) -> Result<Ends> {
+        if !locator.is_remote() {
+            return probe::local_read_ends(locator, head, tail);
+        }
+        let owned = locator.clone();
+        self.remote(locator)?
+            .run_async(move |st| {
+                Box::pin(async move { probe::remote::read_ends(&st, &owned, head, tail).await })
+            })
+            .await
+    }
+
+    /// The engine's remote loops, for a locator whose backend is built.
+    fn remote(&self, locator: &Locator) -> Result<RemoteHandle> {
+        if !backends::is_built(locator.backend()) {
+            return Err(backends::not_built(locator, locator.backend()));
+        }
+        let engine = self.engine();
+        engine.remote()?;
+        Ok(RemoteHandle(engine))
+    }
+}
+
+/// Keeps the engine alive while a probe uses its loops.
+struct RemoteHandle(Arc<Engine>);
+
+impl std::ops::Deref for RemoteHandle {
+    type Target = Remote;
+    fn deref(&self) -> &Remote {
+        self.0.remote().expect("checked when the handle was made")
     }
 }
 

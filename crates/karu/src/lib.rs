@@ -22,6 +22,7 @@
 //! # Ok::<(), karu::Error>(())
 //! ```
 
+mod backends;
 mod batch;
 mod client;
 mod config;
@@ -31,7 +32,7 @@ mod locator;
 pub mod plan;
 mod probe;
 mod read;
-#[cfg_attr(not(test), allow(dead_code))]
+mod transport;
 mod validate;
 
 pub use batch::{Batch, BatchStats, Completion, Next, NextAsync};

@@ -251,7 +251,10 @@ pub(crate) async fn stream_body(
             None => break,
             Some(Err(e)) => {
                 let te = TransportError::classify(&e);
-                return Err((kept, Error::new(Status::Network, format!("{url}: {}", te.message))));
+                return Err((
+                    kept,
+                    Error::new(Status::Network, format!("{url}: {}", te.message)),
+                ));
             }
             Some(Ok(f)) => match f.into_data() {
                 Ok(d) => d,
@@ -342,11 +345,6 @@ impl<'c, S: FnMut(u64, &[u8])> RangeRead<'c, S> {
             sink,
         }
     }
-
-    fn restart(&mut self) {
-        self.kept = 0;
-        self.resume_tag = None;
-    }
 }
 
 impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
@@ -371,9 +369,11 @@ impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
 
     async fn on_response(&mut self, env: &Env<'_>, url: &str, resp: Response) -> Step<Fetched> {
         let own_pin = self.caller_pin.is_none() && self.kept > 0 && self.resume_tag.is_some();
-        let pin = self
-            .caller_pin
-            .or(if own_pin { self.resume_tag.as_deref() } else { None });
+        let pin = self.caller_pin.or(if own_pin {
+            self.resume_tag.as_deref()
+        } else {
+            None
+        });
         let expect = Expect {
             url,
             start: self.start + self.kept,
@@ -467,6 +467,11 @@ impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
 }
 
 impl<S> RangeRead<'_, S> {
+    fn restart(&mut self) {
+        self.kept = 0;
+        self.resume_tag = None;
+    }
+
     /// A body broke after `kept` bytes from object offset `first`: keep them if a strong tag
     /// pins the object, else restart.
     fn interrupted(&mut self, env: &Env<'_>, first: u64, kept: u64, error: Error) -> Step<Fetched> {

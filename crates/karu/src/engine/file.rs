@@ -192,7 +192,7 @@ fn finish_part(id: &str, part: PartRead, result: Result<usize, (usize, Error)>) 
 
 /// Reads until `buf` is full or the file ends; returns how many bytes were read, or the OS
 /// error with the count read before it.
-fn read_full(file: &File, offset: u64, buf: &mut [u8]) -> Result<usize, (usize, Error)> {
+pub(crate) fn read_full(file: &File, offset: u64, buf: &mut [u8]) -> Result<usize, (usize, Error)> {
     let mut n = 0;
     while n < buf.len() {
         match file.read_at(&mut buf[n..], offset + n as u64) {

@@ -1,16 +1,21 @@
 //! The engine: lazily started workers that carry out planned transfers. Local transfers go to
 //! a small pool of file workers; remote backends arrive with the transport issues.
 
+pub(crate) mod exchange;
 mod file;
+pub(crate) mod remote;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use crate::backends;
 use crate::batch::{Completion, Counters, Shared};
-use crate::error::{Error, Status};
+use crate::config::Settings;
+use crate::error::{Error, Result};
 use crate::locator::Locator;
 use crate::read::Dest;
 
-pub(crate) use file::FileWorkers;
+pub(crate) use file::{FileWorkers, read_full};
+pub(crate) use remote::Remote;
 
 /// How many file workers do positional reads.
 const FILE_WORKERS: usize = 4;
@@ -26,7 +31,7 @@ pub(crate) struct PartRead {
 
 impl PartRead {
     /// The completion for this read: `got` defined bytes and `result`.
-    pub(crate) fn complete(self, result: Result<(), Error>, got: u64) -> Completion {
+    pub(crate) fn complete(self, result: std::result::Result<(), Error>, got: u64) -> Completion {
         Completion {
             tag: self.tag,
             result,
@@ -43,6 +48,8 @@ pub(crate) struct Work {
     pub(crate) offset: u64,
     pub(crate) length: u64,
     pub(crate) parts: Vec<PartRead>,
+    /// The reads' version condition (all parts of a transfer share it).
+    pub(crate) if_match: Option<String>,
 }
 
 impl Work {
@@ -58,37 +65,53 @@ impl Work {
 /// The running engine of one client.
 #[derive(Debug)]
 pub(crate) struct Engine {
+    settings: Settings,
     files: FileWorkers,
+    /// Started on the first remote read.
+    remote: OnceLock<Result<Remote>>,
 }
 
 impl Engine {
-    pub(crate) fn start() -> Engine {
+    pub(crate) fn start(settings: &Settings) -> Engine {
         Engine {
+            settings: settings.clone(),
             files: FileWorkers::start(FILE_WORKERS),
+            remote: OnceLock::new(),
         }
+    }
+
+    /// The remote loops, started on first use.
+    pub(crate) fn remote(&self) -> Result<&Remote> {
+        self.remote
+            .get_or_init(|| Remote::start(&self.settings))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// Hands the batch's transfers to the workers that serve their backends.
     pub(crate) fn dispatch(&self, batch: &Arc<Shared>, work: Vec<Work>) {
         let mut local = Vec::new();
-        let mut unsupported = Vec::new();
+        let mut remote = Vec::new();
+        let mut failed = Vec::new();
         for w in work {
-            if w.locator.is_remote() {
-                unsupported.push(w);
-            } else {
+            let backend = w.locator.backend();
+            if !backend.is_remote() {
                 local.push(w);
+            } else if !backends::is_built(backend) {
+                let e = backends::not_built(&w.locator, backend);
+                failed.push((w, e));
+            } else {
+                remote.push(w);
             }
         }
         self.files.submit(batch, local);
-        for w in unsupported {
-            let backend = w.locator.backend().name();
-            let error = Error::new(
-                Status::Unsupported,
-                format!(
-                    "{}: reading from the {backend} backend is not built yet",
-                    w.locator.display()
-                ),
-            );
+        if !remote.is_empty() {
+            match self.remote() {
+                Ok(r) => r.submit(batch, remote),
+                Err(e) => failed.extend(remote.into_iter().map(|w| (w, e.clone()))),
+            }
+        }
+        for (w, error) in failed {
             Counters::add(&batch.counters.transfers_finished, 1);
             batch.complete(w.fail(&error));
         }

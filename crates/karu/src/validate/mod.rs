@@ -18,19 +18,13 @@ use http::header::{CONTENT_ENCODING, CONTENT_LENGTH, HeaderName, WARNING};
 
 use crate::error::{Error, Status};
 
-// The engine and the probes import these from here; until they land, nothing does.
-#[allow(unused_imports)]
 pub(crate) use {
-    backoff::Deadline,
-    classify::{Failure, classify_error},
+    backoff::{Deadline, attempt_cap, delay, retry_after},
+    classify::classify_error,
     head::{Expect, Head, check_head},
     probe::{Suffix, probe_size, suffix_answer},
     summary::{CAPTURE, summary},
 };
-
-/// Largest unwanted body (an error page, or the tail past a satisfied range) that is drained
-/// to keep the connection reusable; a larger one costs less to abort (spec 5.3).
-pub(crate) const DRAIN_LIMIT: u64 = 256 * 1024;
 
 /// GCS names the encoding an object was stored with; a different `Content-Encoding` means
 /// the body was transformed on the way.

@@ -1,8 +1,12 @@
-//! Probes on the caller's thread: `size`, `stat`, `read_ends`.
+//! Probes: `size`, `stat`, `read_ends`. Local files are read on the caller's thread; remote
+//! objects through an IO loop while the caller waits, with the batch path's validation and
+//! retries.
+
+pub(crate) mod remote;
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 
+use crate::engine::read_full;
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 
@@ -29,17 +33,6 @@ pub struct Ends {
     pub info: ObjectInfo,
 }
 
-fn unsupported(locator: &Locator) -> Error {
-    Error::new(
-        Status::Unsupported,
-        format!(
-            "{}: reading from the {} backend is not built yet",
-            locator.display(),
-            locator.backend().name()
-        ),
-    )
-}
-
 fn io_error(locator: &Locator, e: std::io::Error) -> Error {
     Error::new(Status::Io, format!("{}: {e}", locator.display()))
 }
@@ -52,7 +45,7 @@ fn open_local(locator: &Locator) -> Result<(File, u64)> {
 }
 
 /// The visible size of an object of `total` bytes through the locator's window.
-fn visible_size(locator: &Locator, total: u64) -> u64 {
+pub(crate) fn visible_size(locator: &Locator, total: u64) -> u64 {
     let w = locator.window();
     match w.length {
         Some(len) => len,
@@ -60,28 +53,14 @@ fn visible_size(locator: &Locator, total: u64) -> u64 {
     }
 }
 
-pub(crate) fn size(locator: &Locator) -> Result<u64> {
-    if let Some(len) = locator.window_length() {
-        return Ok(len);
-    }
-    if locator.is_remote() {
-        return Err(unsupported(locator));
-    }
-    open_local(locator).map(|(_, size)| size)
-}
-
-pub(crate) fn stat(locator: &Locator) -> Result<ObjectInfo> {
-    if locator.is_remote() {
-        return Err(unsupported(locator));
-    }
+/// `stat` of a local file: its visible size, no ETag.
+pub(crate) fn local_stat(locator: &Locator) -> Result<ObjectInfo> {
     let (_, size) = open_local(locator)?;
     Ok(ObjectInfo { size, etag: None })
 }
 
-pub(crate) fn read_ends(locator: &Locator, head: u64, tail: u64) -> Result<Ends> {
-    if locator.is_remote() {
-        return Err(unsupported(locator));
-    }
+/// `read_ends` of a local file.
+pub(crate) fn local_read_ends(locator: &Locator, head: u64, tail: u64) -> Result<Ends> {
     let (file, size) = open_local(locator)?;
     let start = locator.window_offset();
     let head_len = head.min(size);
@@ -99,23 +78,16 @@ pub(crate) fn read_ends(locator: &Locator, head: u64, tail: u64) -> Result<Ends>
 /// is `Range`.
 fn read_exact_at(locator: &Locator, file: &File, offset: u64, len: u64) -> Result<Vec<u8>> {
     let mut buf = vec![0u8; len as usize];
-    let mut n = 0;
-    while n < buf.len() {
-        match file.read_at(&mut buf[n..], offset + n as u64) {
-            Ok(0) => {
-                return Err(Error::new(
-                    Status::Range,
-                    format!(
-                        "{}: object ended at byte {} inside the window",
-                        locator.display(),
-                        offset + n as u64
-                    ),
-                ));
-            }
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_error(locator, e)),
-        }
+    let n = read_full(file, offset, &mut buf).map_err(|(_, e)| e.context(locator.display()))?;
+    if n < buf.len() {
+        return Err(Error::new(
+            Status::Range,
+            format!(
+                "{}: object ended at byte {} inside the window",
+                locator.display(),
+                offset + n as u64
+            ),
+        ));
     }
     Ok(buf)
 }

@@ -1,0 +1,343 @@
+//! Remote IO loops: `KARU_IO_THREADS` threads, each with a single-threaded tokio runtime and
+//! its own HTTP client (connection pool). One pending queue feeds them; a loop takes work only
+//! while its share of `KARU_CONCURRENCY` has room, so a million queued reads are a million
+//! small queue entries, not a million futures, sockets or buffers.
+
+use std::cell::RefCell;
+use std::collections::{HashSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use super::exchange::{Env, RangeRead};
+use super::{PartRead, Work, exchange};
+use crate::batch::{Completion, Counters, Shared};
+use crate::config::Settings;
+use crate::error::{Error, Result, Status};
+use crate::locator::Locator;
+use crate::transport::{HttpClient, Transport, TransportOptions};
+
+/// A probe or other one-off job run on a loop: builds its future there.
+type Task = Box<dyn FnOnce(Rc<LoopState>) + Send>;
+
+/// What one loop owns.
+pub(crate) struct LoopState {
+    pub(crate) client: HttpClient,
+    pub(crate) settings: Settings,
+    seen: RefCell<HashSet<u64>>,
+    rng: RefCell<fastrand::Rng>,
+}
+
+impl LoopState {
+    /// The attempt loop's environment, for a batch or (without one) for a probe.
+    pub(crate) fn env<'a>(&'a self, batch: Option<&'a Shared>) -> Env<'a> {
+        Env {
+            client: &self.client,
+            settings: &self.settings,
+            counters: batch.map(|b| &b.counters),
+            batch,
+            seen: &self.seen,
+            rng: &self.rng,
+        }
+    }
+}
+
+struct Slot {
+    /// Transfers running on this loop.
+    active: AtomicUsize,
+    /// This loop's share of the client's concurrency.
+    share: usize,
+    wake: Notify,
+    tasks: Mutex<Vec<Task>>,
+}
+
+struct Inner {
+    pending: Mutex<VecDeque<(Arc<Shared>, Work)>>,
+    slots: Vec<Slot>,
+    shutdown: AtomicBool,
+}
+
+impl Inner {
+    fn pending(&self) -> MutexGuard<'_, VecDeque<(Arc<Shared>, Work)>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The remote half of the engine.
+pub(crate) struct Remote {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Remote")
+    }
+}
+
+/// The transport options a client's settings ask for.
+fn transport_options(settings: &Settings, share: usize) -> TransportOptions {
+    TransportOptions {
+        http_version: settings.http_version(),
+        ca_bundle: settings.ca_bundle().map(Into::into),
+        ca_path: settings.ca_path().map(Into::into),
+        system_ca: settings.discovery(),
+        proxy: settings.proxy().map(str::to_owned),
+        proxy_credentials: settings.proxy_credentials().map(str::to_owned),
+        connect_timeout: settings.connect_timeout(),
+        user_agent: settings.user_agent().map(str::to_owned),
+        pool_max_idle_per_host: share.max(1),
+    }
+}
+
+impl Remote {
+    /// Starts the loops; `Config` errors (an unreadable CA bundle, a bad proxy) fail every
+    /// remote read of the client.
+    pub(crate) fn start(settings: &Settings) -> Result<Remote> {
+        let shares = settings.loop_shares();
+        let most = shares.iter().copied().max().unwrap_or(1) as usize;
+        let transport = Transport::new(transport_options(settings, most))?;
+        let inner = Arc::new(Inner {
+            pending: Mutex::new(VecDeque::new()),
+            slots: shares
+                .iter()
+                .map(|&share| Slot {
+                    active: AtomicUsize::new(0),
+                    share: share as usize,
+                    wake: Notify::new(),
+                    tasks: Mutex::new(Vec::new()),
+                })
+                .collect(),
+            shutdown: AtomicBool::new(false),
+        });
+        for i in 0..shares.len() {
+            let inner = Arc::clone(&inner);
+            let transport = Arc::clone(&transport);
+            let settings = settings.clone();
+            std::thread::Builder::new()
+                .name(format!("karu-io-{i}"))
+                .spawn(move || run_loop(&inner, i, &transport, settings))
+                .map_err(|e| Error::new(Status::NoMem, format!("cannot start an IO loop: {e}")))?;
+        }
+        Ok(Remote { inner })
+    }
+
+    /// Queues transfers and wakes the lowest loops with room (so serial reads reuse one
+    /// loop's connection).
+    pub(crate) fn submit(&self, batch: &Arc<Shared>, work: Vec<Work>) {
+        let mut left = work.len();
+        if left == 0 {
+            return;
+        }
+        self.inner
+            .pending()
+            .extend(work.into_iter().map(|w| (Arc::clone(batch), w)));
+        for slot in &self.inner.slots {
+            let room = slot
+                .share
+                .saturating_sub(slot.active.load(Ordering::Acquire));
+            if room > 0 {
+                slot.wake.notify_one();
+                left = left.saturating_sub(room);
+                if left == 0 {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Runs `job` on the first loop and blocks the caller until it is done.
+    pub(crate) fn run<T, F>(&self, job: F) -> T
+    where
+        T: Send + 'static,
+        F: FnOnce(Rc<LoopState>) -> Pin<Box<dyn Future<Output = T>>> + Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.spawn(move |state| {
+            tokio::task::spawn_local(async move {
+                let _ = tx.send(job(state).await);
+            });
+        });
+        rx.recv().expect("an IO loop ran the job")
+    }
+
+    /// The async twin of [`run`](Remote::run): awaits the job without blocking a thread.
+    pub(crate) async fn run_async<T, F>(&self, job: F) -> T
+    where
+        T: Send + 'static,
+        F: FnOnce(Rc<LoopState>) -> Pin<Box<dyn Future<Output = T>>> + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.spawn(move |state| {
+            tokio::task::spawn_local(async move {
+                let _ = tx.send(job(state).await);
+            });
+        });
+        rx.await.expect("an IO loop ran the job")
+    }
+
+    fn spawn(&self, task: impl FnOnce(Rc<LoopState>) + Send + 'static) {
+        let slot = &self.inner.slots[0];
+        slot.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Box::new(task));
+        slot.wake.notify_one();
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        // Loops finish queued and running work, then exit.
+        self.inner.shutdown.store(true, Ordering::Release);
+        for slot in &self.inner.slots {
+            slot.wake.notify_one();
+        }
+    }
+}
+
+fn run_loop(inner: &Arc<Inner>, index: usize, transport: &Arc<Transport>, settings: Settings) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("karu: cannot build an IO loop runtime: {e}"),
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async {
+        let state = Rc::new(LoopState {
+            client: HttpClient::new(transport),
+            settings,
+            seen: RefCell::new(HashSet::new()),
+            rng: RefCell::new(fastrand::Rng::new()),
+        });
+        let slot = &inner.slots[index];
+        loop {
+            let tasks = std::mem::take(&mut *slot.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+            for task in tasks {
+                task(Rc::clone(&state));
+            }
+            while slot.active.load(Ordering::Acquire) < slot.share {
+                let Some((batch, work)) = inner.pending().pop_front() else {
+                    break;
+                };
+                if batch.is_cancelled() {
+                    continue; // dropped batch: discard unread
+                }
+                slot.active.fetch_add(1, Ordering::AcqRel);
+                let state = Rc::clone(&state);
+                let inner = Arc::clone(inner);
+                tokio::task::spawn_local(async move {
+                    run_transfer(&state, batch, work).await;
+                    let slot = &inner.slots[index];
+                    slot.active.fetch_sub(1, Ordering::AcqRel);
+                    slot.wake.notify_one();
+                });
+            }
+            let backlog = !inner.pending().is_empty();
+            if backlog {
+                // Full here: let the next loop take what waits.
+                if let Some(next) = inner.slots.get(index + 1) {
+                    if next.active.load(Ordering::Acquire) < next.share {
+                        next.wake.notify_one();
+                    }
+                }
+            }
+            if inner.shutdown.load(Ordering::Acquire)
+                && !backlog
+                && slot.active.load(Ordering::Acquire) == 0
+            {
+                break;
+            }
+            slot.wake.notified().await;
+        }
+    });
+}
+
+/// Runs one transfer and completes its reads.
+async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
+    if !batch.begin() {
+        return;
+    }
+    let Work {
+        locator,
+        offset,
+        length,
+        mut parts,
+        if_match,
+    } = work;
+    for p in &mut parts {
+        p.dest.slice(p.length as usize);
+    }
+    let result = {
+        let env = state.env(Some(&batch));
+        let sink = |at: u64, data: &[u8]| scatter(&mut parts, at, data);
+        let mut read = RangeRead::new(
+            &state.settings,
+            offset,
+            offset + length - 1,
+            if_match.as_deref(),
+            sink,
+        );
+        exchange::run(&env, &locator, &mut read).await
+    };
+    let done = complete(&locator, parts, result.map(|f| f.end));
+    Counters::add(&batch.counters.transfers_finished, 1);
+    batch.finish(done);
+}
+
+/// Copies object bytes `[at, at + data.len())` into every part they overlap.
+pub(crate) fn scatter(parts: &mut [PartRead], at: u64, data: &[u8]) {
+    let end = at + data.len() as u64;
+    for p in parts.iter_mut() {
+        if p.offset >= end {
+            break; // parts are in offset order
+        }
+        let p_end = p.offset + p.length;
+        if p_end <= at {
+            continue;
+        }
+        let from = at.max(p.offset);
+        let to = end.min(p_end);
+        let dst = p.dest.slice(p.length as usize);
+        dst[(from - p.offset) as usize..(to - p.offset) as usize]
+            .copy_from_slice(&data[(from - at) as usize..(to - at) as usize]);
+    }
+}
+
+/// Completions for a transfer that delivered bytes up to `end` (or failed as a whole).
+pub(crate) fn complete(
+    locator: &Locator,
+    parts: Vec<PartRead>,
+    result: Result<u64>,
+) -> Vec<Completion> {
+    match result {
+        Err(e) => parts
+            .into_iter()
+            .map(|p| p.complete(Err(e.clone()), 0))
+            .collect(),
+        Ok(end) => parts
+            .into_iter()
+            .map(|p| {
+                let p_end = p.offset + p.length;
+                if p_end <= end {
+                    let len = p.length;
+                    p.complete(Ok(()), len)
+                } else {
+                    let got = end.saturating_sub(p.offset);
+                    let msg = format!(
+                        "{}: range [{}, +{}) passes the end of the object at byte {end}",
+                        locator.display(),
+                        p.offset,
+                        p.length
+                    );
+                    p.complete(Err(Error::new(Status::Range, msg)), got)
+                }
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,319 @@
+//! Remote probes: `stat` (one GET of byte 0) and `read_ends` (head and suffix in one round
+//! trip), through the batch path's attempt loop, validation and retries.
+
+use http::HeaderMap;
+
+use super::{Ends, ObjectInfo, visible_size};
+use crate::backends::ByteRange;
+use crate::engine::exchange::{self, Env, Handler, RangeRead, Step};
+use crate::engine::remote::LoopState;
+use crate::error::{Error, Result, Status};
+use crate::locator::Locator;
+use crate::transport::{self, Response};
+use crate::validate::{self, Suffix};
+
+/// True for 2xx and 416: answers a probe judges itself; others are classified as errors.
+fn judged_by_probe(status: u16) -> bool {
+    (200..300).contains(&status) || status == 416
+}
+
+/// `Range: bytes=0-0`: the object's size and strong ETag.
+struct SizeProbe;
+
+impl Handler for SizeProbe {
+    type Output = (u64, Option<String>);
+
+    fn next_request(&self) -> (ByteRange, Option<String>) {
+        (ByteRange::Span { first: 0, last: 0 }, None)
+    }
+
+    async fn on_response(&mut self, _: &Env<'_>, url: &str, resp: Response) -> Step<Self::Output> {
+        if !judged_by_probe(resp.status) {
+            return exchange::error_step(url, resp, false).await;
+        }
+        // Two bytes are enough to tell a one-byte body from a longer one.
+        let (status, headers) = (resp.status, resp.headers);
+        let body = transport::read_prefix(resp.body, 2).await;
+        match validate::probe_size(url, status, &headers, body.len() as u64) {
+            Ok(v) => Step::Done(v),
+            Err(e) => Step::Fail(e),
+        }
+    }
+}
+
+/// `Range: bytes=-want`: the object's last bytes, or word that the server ignored the form.
+struct SuffixProbe {
+    want: u64,
+}
+
+/// What a suffix request brought back.
+enum Tail {
+    /// The last `data.len()` bytes of an object of `total` bytes.
+    Bytes {
+        data: Vec<u8>,
+        total: u64,
+        etag: Option<String>,
+    },
+    /// The server does not do suffix ranges.
+    Ignored,
+}
+
+impl Handler for SuffixProbe {
+    type Output = Tail;
+
+    fn next_request(&self) -> (ByteRange, Option<String>) {
+        (ByteRange::Suffix(self.want), None)
+    }
+
+    async fn on_response(&mut self, _: &Env<'_>, url: &str, resp: Response) -> Step<Tail> {
+        if !judged_by_probe(resp.status) {
+            return exchange::error_step(url, resp, false).await;
+        }
+        let (status, headers): (u16, HeaderMap) = (resp.status, resp.headers);
+        // One byte past `want` tells a too-long 200 without reading all of it.
+        let max = usize::try_from(self.want.saturating_add(1)).unwrap_or(usize::MAX);
+        let body = transport::read_prefix(resp.body, max).await;
+        match validate::suffix_answer(url, self.want, status, &headers, body.len() as u64) {
+            Ok(Suffix::Ignored) => Step::Done(Tail::Ignored),
+            Ok(Suffix::Tail {
+                first: _,
+                len,
+                total,
+                etag,
+            }) => {
+                let len = (len as usize).min(body.len());
+                Step::Done(Tail::Bytes {
+                    data: body[body.len() - len..].to_vec(),
+                    total,
+                    etag,
+                })
+            }
+            Err(e) => Step::Fail(e),
+        }
+    }
+}
+
+/// Reads absolute `[start, start + len)` into a vector; returns it with what the exchange
+/// learnt (it may be shorter when the object ends first).
+async fn read_span(
+    env: &Env<'_>,
+    locator: &Locator,
+    start: u64,
+    len: u64,
+    if_match: Option<&str>,
+) -> Result<(Vec<u8>, exchange::Fetched)> {
+    let mut buf = vec![0u8; len as usize];
+    if len == 0 {
+        let fetched = exchange::Fetched {
+            end: start,
+            total: None,
+            etag: None,
+        };
+        return Ok((buf, fetched));
+    }
+    let fetched = {
+        let sink = |at: u64, data: &[u8]| {
+            let i = (at - start) as usize;
+            buf[i..i + data.len()].copy_from_slice(data);
+        };
+        let mut read = RangeRead::new(env.settings, start, start + len - 1, if_match, sink);
+        exchange::run(env, locator, &mut read).await?
+    };
+    buf.truncate((fetched.end - start) as usize);
+    Ok((buf, fetched))
+}
+
+/// Size and strong ETag with one one-byte GET.
+pub(crate) async fn stat(state: &LoopState, locator: &Locator) -> Result<ObjectInfo> {
+    let env = state.env(None);
+    let (total, etag) = exchange::run(&env, locator, &mut SizeProbe).await?;
+    Ok(ObjectInfo {
+        size: visible_size(locator, total),
+        etag,
+    })
+}
+
+fn changed(locator: &Locator) -> Error {
+    Error::new(
+        Status::Precondition,
+        format!(
+            "{}: the object changed between reading its head and its tail",
+            locator.display()
+        ),
+    )
+}
+
+/// Two strong tags that differ prove a change; a missing one proves nothing.
+fn same_version(a: &Option<String>, b: &Option<String>) -> bool {
+    match (a, b) {
+        (Some(x), Some(y)) => x == y,
+        _ => true,
+    }
+}
+
+/// Head and tail of the visible object in (usually) one round trip.
+pub(crate) async fn read_ends(
+    state: &LoopState,
+    locator: &Locator,
+    head: u64,
+    tail: u64,
+) -> Result<Ends> {
+    if head == 0 && tail == 0 {
+        let info = stat(state, locator).await?;
+        return Ok(Ends {
+            head: Vec::new(),
+            tail: Vec::new(),
+            info,
+        });
+    }
+    let env = state.env(None);
+    let woff = locator.window_offset();
+    match locator.window_length() {
+        Some(wlen) => bounded(&env, locator, woff, wlen, head, tail).await,
+        None => open(&env, locator, woff, head, tail).await,
+    }
+}
+
+/// A bounded window: both ends by absolute offset, requested together.
+async fn bounded(
+    env: &Env<'_>,
+    locator: &Locator,
+    woff: u64,
+    wlen: u64,
+    head: u64,
+    tail: u64,
+) -> Result<Ends> {
+    let h = head.min(wlen);
+    let t = tail.min(wlen);
+    let wend = woff + wlen;
+    let ended = |end: u64| {
+        Error::new(
+            Status::Range,
+            format!("{}: object ended at byte {end}", locator.display()),
+        )
+    };
+    // The tail needs its own request only when the window is longer than the head part.
+    let need_tail = t > 0 && wlen > h;
+    let (head_res, tail_res) = tokio::join!(read_span(env, locator, woff, h, None), async {
+        if need_tail {
+            Some(read_span(env, locator, wend - t, t, None).await)
+        } else {
+            None
+        }
+    });
+    let (head_buf, head_f) = head_res?;
+    if (head_buf.len() as u64) < h {
+        return Err(ended(head_f.end));
+    }
+    let mut etag = head_f.etag.clone();
+    let tail_buf = match tail_res {
+        Some(r) => {
+            let (buf, f) = r?;
+            if (buf.len() as u64) < t {
+                return Err(ended(f.end));
+            }
+            if !same_version(&head_f.etag, &f.etag) || !same_total(head_f.total, f.total) {
+                return Err(changed(locator));
+            }
+            etag = etag.or(f.etag);
+            buf
+        }
+        None => head_buf[(h - t.min(h)) as usize..].to_vec(),
+    };
+    Ok(Ends {
+        head: head_buf,
+        tail: tail_buf,
+        info: ObjectInfo { size: wlen, etag },
+    })
+}
+
+fn same_total(a: Option<u64>, b: Option<u64>) -> bool {
+    match (a, b) {
+        (Some(x), Some(y)) => x == y,
+        _ => true,
+    }
+}
+
+/// An open window: the head by offset and the tail as a suffix range, at the same time.
+async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64) -> Result<Ends> {
+    let (head_res, tail_res) = tokio::join!(
+        async {
+            if head > 0 {
+                Some(read_span(env, locator, woff, head, None).await)
+            } else {
+                None
+            }
+        },
+        async {
+            if tail > 0 {
+                Some(exchange::run(env, locator, &mut SuffixProbe { want: tail }).await)
+            } else {
+                None
+            }
+        }
+    );
+    let head_part = head_res.transpose()?;
+    let tail_part = tail_res.transpose()?;
+    // The object's size and version, from whichever answer told them.
+    let (mut total, mut etag) = match &head_part {
+        Some((_, f)) => (f.total, f.etag.clone()),
+        None => (None, None),
+    };
+    if let Some(Tail::Bytes {
+        total: t, etag: e, ..
+    }) = &tail_part
+    {
+        if total.is_some_and(|x| x != *t) || !same_version(&etag, e) {
+            return Err(changed(locator));
+        }
+        total = Some(*t);
+        etag = etag.or(e.clone());
+    }
+    let total = match (total, &head_part) {
+        (Some(t), _) => t,
+        // A head that stopped short without a size: the object ended there.
+        (None, Some((_, f))) if f.end < woff + head => f.end,
+        _ => {
+            // No answer told the size (no head, suffix ignored): ask for it.
+            let (t, e) = exchange::run(env, locator, &mut SizeProbe).await?;
+            if !same_version(&etag, &e) {
+                return Err(changed(locator));
+            }
+            etag = etag.or(e);
+            t
+        }
+    };
+    let visible = total.saturating_sub(woff);
+    let head_buf = match head_part {
+        Some((mut buf, _)) => {
+            buf.truncate(head.min(visible) as usize);
+            buf
+        }
+        None => Vec::new(),
+    };
+    let t = tail.min(visible);
+    let tail_buf = match tail_part {
+        None => Vec::new(),
+        Some(Tail::Bytes { data, .. }) => {
+            data[data.len() - (t as usize).min(data.len())..].to_vec()
+        }
+        Some(Tail::Ignored) => {
+            // The server ignored the suffix form: fetch the tail by offset, pinned to the
+            // version the head saw.
+            let start = woff + visible - t;
+            let (buf, f) = read_span(env, locator, start, t, etag.as_deref()).await?;
+            if (buf.len() as u64) < t || !same_version(&etag, &f.etag) {
+                return Err(changed(locator));
+            }
+            buf
+        }
+    };
+    Ok(Ends {
+        head: head_buf,
+        tail: tail_buf,
+        info: ObjectInfo {
+            size: visible,
+            etag,
+        },
+    })
+}
