@@ -107,6 +107,9 @@ pub(crate) async fn run<H: Handler>(
     let mut attempts = 0u32;
     let mut unreachable = false;
     loop {
+        if deadline.expired() {
+            return Err(Deadline::exceeded(&url));
+        }
         attempts += 1;
         let (range, if_match) = handler.next_request();
         let prepared = backends::prepare(env.settings, locator, range, if_match.as_deref())?;
@@ -172,11 +175,9 @@ async fn cancellable<F: Future>(env: &Env<'_>, fut: F) -> Option<F::Output> {
 
 /// Runs `fut` within the deadline (`None` when it expires first).
 async fn timed<F: Future>(deadline: &Deadline, fut: F) -> Option<F::Output> {
-    match deadline.remaining() {
+    match deadline.attempt_timeout() {
         None => Some(fut.await),
-        Some(left) => tokio::time::timeout(left.max(Duration::from_millis(1)), fut)
-            .await
-            .ok(),
+        Some(left) => tokio::time::timeout(left, fut).await.ok(),
     }
 }
 
@@ -400,12 +401,10 @@ impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
                 }
                 Head::ErrorBody { .. } => {
                     let step = error_step(url, resp, own_pin).await;
-                    if let Step::Retry { .. } = step {
-                        if own_pin {
-                            // A 412 against our own tag: the object changed; start over.
-                            self.version_changed = true;
-                            self.restart();
-                        }
+                    if matches!(step, Step::Retry { .. }) && own_pin {
+                        // A 412 against our own tag: the object changed; start over.
+                        self.version_changed = true;
+                        self.restart();
                     }
                     return step;
                 }

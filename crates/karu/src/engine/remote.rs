@@ -241,10 +241,10 @@ fn run_loop(inner: &Arc<Inner>, index: usize, transport: &Arc<Transport>, settin
             let backlog = !inner.pending().is_empty();
             if backlog {
                 // Full here: let the next loop take what waits.
-                if let Some(next) = inner.slots.get(index + 1) {
-                    if next.active.load(Ordering::Acquire) < next.share {
-                        next.wake.notify_one();
-                    }
+                if let Some(next) = inner.slots.get(index + 1)
+                    && next.active.load(Ordering::Acquire) < next.share
+                {
+                    next.wake.notify_one();
                 }
             }
             if inner.shutdown.load(Ordering::Acquire)

@@ -13,10 +13,6 @@
 //! raw, non-ASCII bytes (as UTF-8), `"`, `\`, `^`, `{`, `|`, `}` (callers that want them
 //! percent-encoded encode them first, as the locator does). A `#fragment` is never sent.
 
-// The engine that calls this room is written in parallel; until it lands, much of the API
-// has no caller outside the tests.
-#![allow(dead_code)]
-
 mod connector;
 mod dns;
 mod error;
@@ -29,7 +25,7 @@ mod tests;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -51,9 +47,6 @@ use proxy::ProxyConfig;
 
 /// Largest unwanted body drained to keep its connection; larger ones abort it (spec §5.3).
 pub(crate) const DRAIN_LIMIT: u64 = 256 * 1024;
-
-/// How much of an error body is kept for classification and messages (spec §5.3).
-pub(crate) const ERROR_PREFIX: usize = 4096;
 
 /// Most redirects followed by default (spec §5.3).
 pub(crate) const MAX_REDIRECTS: u32 = 10;
@@ -131,18 +124,9 @@ impl Transport {
     }
 
     /// New TCP connections opened so far by every loop of this transport.
+    #[cfg(test)]
     pub(crate) fn connections_opened(&self) -> u64 {
-        self.opened.load(Ordering::Relaxed)
-    }
-
-    /// The options it was built with.
-    pub(crate) fn options(&self) -> &TransportOptions {
-        &self.options
-    }
-
-    /// Lookups the DNS cache actually ran (misses).
-    pub(crate) fn dns_lookups(&self) -> u64 {
-        self.dns.lookups()
+        self.opened.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -166,7 +150,8 @@ pub(crate) enum RedirectPolicy {
         /// Refuse cross-origin redirects.
         same_origin_only: bool,
     },
-    /// Return 3xx responses as they are.
+    /// Return 3xx responses as they are (signed S3 requests, with the S3 backend).
+    #[cfg_attr(not(test), allow(dead_code))]
     Never,
 }
 
@@ -189,6 +174,7 @@ pub(crate) struct Response {
     /// The body, to stream (or to [`drain_or_abort`]).
     pub body: hyper::body::Incoming,
     /// The URL that answered (after redirects).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub url: String,
     /// Id of the TCP connection that served it (`0` if unknown, which should not happen).
     pub connection: u64,
@@ -241,6 +227,7 @@ impl HttpClient {
     }
 
     /// The transport this client belongs to.
+    #[cfg(test)]
     pub(crate) fn transport(&self) -> &Arc<Transport> {
         &self.transport
     }

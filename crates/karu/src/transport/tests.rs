@@ -463,8 +463,8 @@ async fn drain_and_prefix() {
         .await
         .unwrap();
     let first = res.connection;
-    let prefix = read_prefix(res.body, ERROR_PREFIX).await;
-    assert_eq!(prefix.len(), ERROR_PREFIX);
+    let prefix = read_prefix(res.body, crate::validate::CAPTURE).await;
+    assert_eq!(prefix.len(), crate::validate::CAPTURE);
     assert!(prefix.iter().all(|&b| b == b'e'));
     settle().await;
     let res = client.send(get(&server.url("/ok")), FOLLOW).await.unwrap();
@@ -476,8 +476,8 @@ async fn drain_and_prefix() {
         .await
         .unwrap();
     assert_eq!(res.connection, first);
-    let prefix = read_prefix(res.body, ERROR_PREFIX).await;
-    assert_eq!(&prefix[..], &[b'E'; ERROR_PREFIX][..]);
+    let prefix = read_prefix(res.body, crate::validate::CAPTURE).await;
+    assert_eq!(&prefix[..], &[b'E'; crate::validate::CAPTURE][..]);
     settle().await;
     let res = client.send(get(&server.url("/ok")), FOLLOW).await.unwrap();
     assert_ne!(res.connection, first, "a large body aborted its connection");

@@ -96,6 +96,7 @@ impl Deadline {
         Deadline { end }
     }
 
+    #[cfg(test)]
     /// Whether there is a deadline at all.
     pub(crate) fn is_set(&self) -> bool {
         self.end.is_some()
