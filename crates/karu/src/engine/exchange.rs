@@ -450,10 +450,9 @@ impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
                         ),
                     );
                 }
-                let leftover = expected_body.map_or(0, |n| n.saturating_sub(skip + kept));
-                if leftover > 0 {
-                    transport::drain_or_abort(rest, transport::DRAIN_LIMIT).await;
-                }
+                // Read to the end of the body (drain a small tail, abort a large one): only
+                // a body read to its end gives its connection back to the pool.
+                transport::drain_or_abort(rest, transport::DRAIN_LIMIT).await;
                 Step::Done(Fetched {
                     end: first + kept,
                     total,

@@ -217,6 +217,9 @@ fn run_loop(inner: &Arc<Inner>, index: usize, transport: &Arc<Transport>, settin
         });
         let slot = &inner.slots[index];
         loop {
+            // Work only when woken: producers wake the lowest loops with room first, so a
+            // serial reader stays on one loop and its connection.
+            slot.wake.notified().await;
             let tasks = std::mem::take(&mut *slot.tasks.lock().unwrap_or_else(|e| e.into_inner()));
             for task in tasks {
                 task(Rc::clone(&state));
@@ -253,7 +256,6 @@ fn run_loop(inner: &Arc<Inner>, index: usize, transport: &Arc<Transport>, settin
             {
                 break;
             }
-            slot.wake.notified().await;
         }
     });
 }
