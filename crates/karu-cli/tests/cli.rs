@@ -146,3 +146,31 @@ fn errors_are_one_line_on_stderr_with_distinct_exit_codes() {
         assert!(out.stdout.is_empty());
     }
 }
+
+#[test]
+fn read_stat_cat_and_plan_work_on_http_urls() {
+    let server = karu_testkit::server::RangeServer::start();
+    let url = server.url("/ok/web?size=3000000");
+    let out = karu(&["read", &url, "12345", "1000", "--stats"], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, content::bytes("web", 12345, 1000));
+    let stats = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stats.contains("transfers=1 ") && stats.contains("new_connections=1 "),
+        "{stats}"
+    );
+    let out = karu(&["stat", &url], None);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("size: 3000000\netag: \""), "{text}");
+    let out = karu(&["cat", &url], None);
+    assert_eq!(out.stdout.len(), 3_000_000);
+    content::check("web", 0, &out.stdout).unwrap();
+    let out = karu(&["plan", &url, "--ranges", "-"], Some("0,10\n100,10\n"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("transfers: 1 "));
+    let out = karu(&["read", &server.url("/ok/missing"), "0", "1"], None);
+    assert_eq!(out.status.code(), Some(23));
+}

@@ -554,21 +554,69 @@ fn serial_reads_reuse_one_connection() {
 }
 
 #[test]
-fn dropping_a_batch_mid_flight_returns_promptly() {
+fn dropping_a_batch_mid_flight_returns_promptly_and_frees_its_buffers() {
     let server = RangeServer::start();
     let c = client(&[("KARU_COALESCE_GAP", "0")]);
     let l = object(&server, "/trickle/slow?size=10000000&rate=10000");
-    let reads = (0..200u64)
-        .map(|i| Read::new(&l, i * 40_000, 30_000))
+    // Raw destinations (the C ABI's contract): after the drop returns, nobody may write them.
+    let mut buffers = vec![vec![0u8; 30_000]; 200];
+    let reads = buffers
+        .iter_mut()
+        .enumerate()
+        .map(|(i, b)| {
+            let read = Read::new(&l, i as u64 * 40_000, 30_000);
+            // SAFETY: the buffers outlive the batch, which is dropped below before they are
+            // touched again.
+            unsafe { read.with_raw_buffer(b.as_mut_ptr()) }
+        })
         .collect();
     let batch = c.submit(reads).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    std::thread::sleep(Duration::from_millis(300));
     let t = Instant::now();
     drop(batch);
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    for b in &mut buffers {
+        b.fill(0xAB);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(buffers.iter().all(|b| b.iter().all(|&x| x == 0xAB)));
     // The client still works, on the same loops.
     let ok = object(&server, "/ok/after?size=1000");
     content::check("after", 0, &c.read(&ok, 0, 1000).unwrap()).unwrap();
+}
+
+#[test]
+fn requests_carry_the_user_agent_and_configured_headers() {
+    let server = RangeServer::start();
+    let l = object(&server, "/ok/ua?size=100");
+    client(&[]).read(&l, 0, 10).unwrap();
+    let ua = format!("karu/{}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(server.log()[0].header("user-agent"), Some(ua.as_str()));
+    server.clear_log();
+    let c = client(&[
+        ("KARU_HTTP_USER_AGENT", ""),
+        ("KARU_HTTP_HEADERS", "X-A: 1\nX-B: two"),
+    ]);
+    c.read(&l, 0, 10).unwrap();
+    let log = server.log();
+    assert_eq!(log[0].header("user-agent"), None);
+    assert_eq!(log[0].header("x-a"), Some("1"));
+    // Karu-managed headers cannot be overridden; a malformed setting fails every read.
+    for (headers, text) in [
+        (
+            "Range: bytes=0-1",
+            "cannot override Karu-managed header 'Range'",
+        ),
+        (
+            "no colon here",
+            "KARU_HTTP_HEADERS contains a malformed header",
+        ),
+    ] {
+        let c = client(&[("KARU_HTTP_HEADERS", headers)]);
+        let (d, _) = read_one(&c, &l, 0, 10);
+        assert_eq!(d.status(), Status::Config);
+        assert!(d.result.unwrap_err().message().contains(text));
+    }
 }
 
 #[test]
