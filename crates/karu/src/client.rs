@@ -168,6 +168,7 @@ impl Client {
                     length: t.length,
                     parts,
                     if_match,
+                    access: Default::default(),
                 }
             })
             .collect();

@@ -5,6 +5,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
@@ -13,7 +14,7 @@ use hyper::body::Incoming;
 
 use crate::backends::{self, ByteRange};
 use crate::batch::{Counters, Shared};
-use crate::config::Settings;
+use crate::config::{Credentials, Settings};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 use crate::transport::{self, HttpClient, Response, TransportError, TransportErrorKind};
@@ -80,6 +81,16 @@ impl Env<'_> {
     }
 }
 
+/// What a transfer brings from the credential stage.
+#[derive(Debug, Default)]
+pub(crate) struct Access {
+    /// Credentials to sign with.
+    pub(crate) credentials: Option<Arc<Credentials>>,
+    /// When the read's deadline started (at the credential lookup), if before the first
+    /// attempt.
+    pub(crate) started: Option<Instant>,
+}
+
 /// One response handler: what to ask for in an attempt, and what a response means.
 pub(crate) trait Handler {
     /// The result of the whole exchange.
@@ -99,10 +110,15 @@ pub(crate) trait Handler {
 pub(crate) async fn run<H: Handler>(
     env: &Env<'_>,
     locator: &Locator,
+    access: &Access,
     handler: &mut H,
 ) -> Result<H::Output> {
     let url = locator.display();
-    let deadline = Deadline::new(env.settings.request_timeout());
+    let timeout = env.settings.request_timeout();
+    let deadline = match access.started {
+        Some(t) => Deadline::starting_at(t, timeout),
+        None => Deadline::new(timeout),
+    };
     let max_attempts = env.settings.max_attempts();
     let mut attempts = 0u32;
     let mut unreachable = false;
@@ -112,7 +128,13 @@ pub(crate) async fn run<H: Handler>(
         }
         attempts += 1;
         let (range, if_match) = handler.next_request();
-        let prepared = backends::prepare(env.settings, locator, range, if_match.as_deref())?;
+        let prepared = backends::prepare(
+            env.settings,
+            locator,
+            range,
+            if_match.as_deref(),
+            access.credentials.as_deref(),
+        )?;
         let attempt = async {
             match env.client.send(prepared.request, prepared.redirect).await {
                 Ok(resp) => {

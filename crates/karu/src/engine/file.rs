@@ -1,11 +1,11 @@
 //! File workers: positional reads (`pread`) straight into destinations.
 
-use std::collections::VecDeque;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::thread;
 
+use super::queue::WorkQueue;
 use super::{PartRead, Work};
 use crate::batch::{Completion, Counters, Shared};
 use crate::error::{Error, Status};
@@ -20,15 +20,9 @@ struct Job {
     work: Vec<Work>,
 }
 
-#[derive(Default)]
-struct Queue {
-    jobs: Mutex<(VecDeque<Job>, bool)>,
-    wake: Condvar,
-}
-
 /// The pool of file workers.
 pub(crate) struct FileWorkers {
-    queue: Arc<Queue>,
+    queue: Arc<WorkQueue<Job>>,
 }
 
 impl std::fmt::Debug for FileWorkers {
@@ -39,7 +33,7 @@ impl std::fmt::Debug for FileWorkers {
 
 impl FileWorkers {
     pub(crate) fn start(n: usize) -> FileWorkers {
-        let queue = Arc::new(Queue::default());
+        let queue = Arc::new(WorkQueue::new());
         for i in 0..n {
             let q = Arc::clone(&queue);
             thread::Builder::new()
@@ -75,36 +69,20 @@ impl FileWorkers {
                 work: chunk,
             });
         }
-        let mut q = self.queue.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        q.0.extend(jobs);
-        drop(q);
-        self.queue.wake.notify_all();
+        self.queue.push(jobs);
     }
 }
 
 impl Drop for FileWorkers {
     fn drop(&mut self) {
         // Workers finish what is queued, then exit.
-        self.queue.jobs.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
-        self.queue.wake.notify_all();
+        self.queue.close();
     }
 }
 
-fn worker(queue: &Queue) {
+fn worker(queue: &WorkQueue<Job>) {
     let mut files = OpenFiles::default();
-    loop {
-        let job = {
-            let mut q = queue.jobs.lock().unwrap_or_else(|e| e.into_inner());
-            loop {
-                if let Some(job) = q.0.pop_front() {
-                    break job;
-                }
-                if q.1 {
-                    return;
-                }
-                q = queue.wake.wait(q).unwrap_or_else(|e| e.into_inner());
-            }
-        };
+    while let Some(job) = queue.pop() {
         run(job, &mut files);
     }
 }

@@ -1,8 +1,10 @@
 //! The engine: lazily started workers that carry out planned transfers. Local transfers go to
 //! a small pool of file workers; remote backends arrive with the transport issues.
 
+mod credentials;
 pub(crate) mod exchange;
 mod file;
+mod queue;
 pub(crate) mod remote;
 
 use std::sync::{Arc, OnceLock};
@@ -50,6 +52,8 @@ pub(crate) struct Work {
     pub(crate) parts: Vec<PartRead>,
     /// The reads' version condition (all parts of a transfer share it).
     pub(crate) if_match: Option<String>,
+    /// What the credential stage resolved.
+    pub(crate) access: exchange::Access,
 }
 
 impl Work {

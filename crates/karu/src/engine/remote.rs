@@ -13,13 +13,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
+use super::credentials::CredentialStage;
 use super::exchange::{Env, RangeRead};
 use super::{PartRead, Work, exchange};
+use crate::backends;
 use crate::batch::{Completion, Counters, Shared};
 use crate::config::Settings;
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 use crate::transport::{HttpClient, Transport, TransportOptions};
+
+/// Threads that resolve credentials for signed backends.
+const CREDENTIAL_WORKERS: usize = 4;
 
 /// A probe or other one-off job run on a loop: builds its future there.
 type Task = Box<dyn FnOnce(Rc<LoopState>) + Send>;
@@ -65,11 +70,35 @@ impl Inner {
     fn pending(&self) -> MutexGuard<'_, VecDeque<(Arc<Shared>, Work)>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Queues transfers and wakes the lowest loops with room (so serial reads reuse one
+    /// loop's connection).
+    fn enqueue(&self, batch: &Arc<Shared>, work: Vec<Work>) {
+        let mut left = work.len();
+        if left == 0 {
+            return;
+        }
+        self.pending()
+            .extend(work.into_iter().map(|w| (Arc::clone(batch), w)));
+        for slot in &self.slots {
+            let room = slot
+                .share
+                .saturating_sub(slot.active.load(Ordering::Acquire));
+            if room > 0 {
+                slot.wake.notify_one();
+                left = left.saturating_sub(room);
+                if left == 0 {
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /// The remote half of the engine.
 pub(crate) struct Remote {
     inner: Arc<Inner>,
+    credentials: CredentialStage,
 }
 
 impl std::fmt::Debug for Remote {
@@ -122,31 +151,24 @@ impl Remote {
                 .spawn(move || run_loop(&inner, i, &transport, settings))
                 .map_err(|e| Error::new(Status::NoMem, format!("cannot start an IO loop: {e}")))?;
         }
-        Ok(Remote { inner })
+        let resolver = settings.clone();
+        let forward = Arc::clone(&inner);
+        let credentials = CredentialStage::start(
+            CREDENTIAL_WORKERS,
+            Box::new(move |l: &Locator| backends::credentials(&resolver, l)),
+            Box::new(move |batch: &Arc<Shared>, w: Work| forward.enqueue(batch, vec![w])),
+        );
+        Ok(Remote { inner, credentials })
     }
 
-    /// Queues transfers and wakes the lowest loops with room (so serial reads reuse one
-    /// loop's connection).
+    /// Queues transfers: signed backends through the credential stage, the rest straight
+    /// to the loops.
     pub(crate) fn submit(&self, batch: &Arc<Shared>, work: Vec<Work>) {
-        let mut left = work.len();
-        if left == 0 {
-            return;
-        }
-        self.inner
-            .pending()
-            .extend(work.into_iter().map(|w| (Arc::clone(batch), w)));
-        for slot in &self.inner.slots {
-            let room = slot
-                .share
-                .saturating_sub(slot.active.load(Ordering::Acquire));
-            if room > 0 {
-                slot.wake.notify_one();
-                left = left.saturating_sub(room);
-                if left == 0 {
-                    break;
-                }
-            }
-        }
+        let (signed, direct): (Vec<Work>, Vec<Work>) = work
+            .into_iter()
+            .partition(|w| backends::needs_credentials(w.locator.backend()));
+        self.credentials.submit(batch, signed);
+        self.inner.enqueue(batch, direct);
     }
 
     /// Runs `job` on the first loop and blocks the caller until it is done.
@@ -271,6 +293,7 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
         length,
         mut parts,
         if_match,
+        access,
     } = work;
     for p in &mut parts {
         p.dest.slice(p.length as usize);
@@ -285,7 +308,7 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
             if_match.as_deref(),
             sink,
         );
-        exchange::run(&env, &locator, &mut read).await
+        exchange::run(&env, &locator, &access, &mut read).await
     };
     let done = complete(&locator, parts, result.map(|f| f.end));
     Counters::add(&batch.counters.transfers_finished, 1);

@@ -5,7 +5,7 @@ use http::HeaderMap;
 
 use super::{Ends, ObjectInfo, visible_size};
 use crate::backends::ByteRange;
-use crate::engine::exchange::{self, Env, Handler, RangeRead, Step};
+use crate::engine::exchange::{self, Access, Env, Handler, RangeRead, Step};
 use crate::engine::remote::LoopState;
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
@@ -117,7 +117,7 @@ async fn read_span(
             buf[i..i + data.len()].copy_from_slice(data);
         };
         let mut read = RangeRead::new(env.settings, start, start + len - 1, if_match, sink);
-        exchange::run(env, locator, &mut read).await?
+        exchange::run(env, locator, &Access::default(), &mut read).await?
     };
     buf.truncate((fetched.end - start) as usize);
     Ok((buf, fetched))
@@ -126,7 +126,7 @@ async fn read_span(
 /// Size and strong ETag with one one-byte GET.
 pub(crate) async fn stat(state: &LoopState, locator: &Locator) -> Result<ObjectInfo> {
     let env = state.env(None);
-    let (total, etag) = exchange::run(&env, locator, &mut SizeProbe).await?;
+    let (total, etag) = exchange::run(&env, locator, &Access::default(), &mut SizeProbe).await?;
     Ok(ObjectInfo {
         size: visible_size(locator, total),
         etag,
@@ -246,7 +246,15 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
         },
         async {
             if tail > 0 {
-                Some(exchange::run(env, locator, &mut SuffixProbe { want: tail }).await)
+                Some(
+                    exchange::run(
+                        env,
+                        locator,
+                        &Access::default(),
+                        &mut SuffixProbe { want: tail },
+                    )
+                    .await,
+                )
             } else {
                 None
             }
@@ -275,7 +283,7 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
         (None, Some((_, f))) if f.end < woff + head => f.end,
         _ => {
             // No answer told the size (no head, suffix ignored): ask for it.
-            let (t, e) = exchange::run(env, locator, &mut SizeProbe).await?;
+            let (t, e) = exchange::run(env, locator, &Access::default(), &mut SizeProbe).await?;
             if !same_version(&etag, &e) {
                 return Err(changed(locator));
             }
