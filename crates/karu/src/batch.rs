@@ -225,6 +225,21 @@ impl Shared {
         st.ready.is_empty() && (st.pending == 0 || self.is_cancelled())
     }
 
+    /// The next completion for an async consumer, registering its waker otherwise.
+    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
+        let mut st = self.lock();
+        if let Some(c) = st.ready.pop_front() {
+            return Poll::Ready(Some(c));
+        }
+        if self.ended(&st) {
+            return Poll::Ready(None);
+        }
+        if !st.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            st.wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
     /// Cancels the batch and waits until no worker holds its destinations.
     fn cancel(&self) {
         let mut st = self.lock();
@@ -354,6 +369,11 @@ impl Batch {
         NextAsync { batch: self }
     }
 
+    /// The completions as an async stream (ends with the batch).
+    pub fn stream(&self) -> Completions<'_> {
+        Completions { batch: self }
+    }
+
     /// The counters so far (each read independently).
     pub fn stats(&self) -> BatchStats {
         self.shared.counters.snapshot()
@@ -387,17 +407,20 @@ pub struct NextAsync<'a> {
 impl Future for NextAsync<'_> {
     type Output = Option<Completion>;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
-        let shared = &self.batch.shared;
-        let mut st = shared.lock();
-        if let Some(c) = st.ready.pop_front() {
-            return Poll::Ready(Some(c));
-        }
-        if shared.ended(&st) {
-            return Poll::Ready(None);
-        }
-        if !st.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            st.wakers.push(cx.waker().clone());
-        }
-        Poll::Pending
+        self.batch.shared.poll_next(cx)
+    }
+}
+
+/// The completions of a batch as an async [`Stream`](futures_core::Stream), from
+/// [`Batch::stream`]. Several streams (and threads) may drain one batch.
+#[derive(Debug)]
+pub struct Completions<'a> {
+    batch: &'a Batch,
+}
+
+impl futures_core::Stream for Completions<'_> {
+    type Item = Completion;
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
+        self.batch.shared.poll_next(cx)
     }
 }

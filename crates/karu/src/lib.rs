@@ -35,7 +35,7 @@ mod read;
 mod transport;
 mod validate;
 
-pub use batch::{Batch, BatchStats, Completion, Next, NextAsync};
+pub use batch::{Batch, BatchStats, Completion, Completions, Next, NextAsync};
 pub use client::Client;
 pub use config::{
     Config, Credentials, CredentialsKind, CredentialsProvider, HttpVersion, OptionSource, Settings,

@@ -410,3 +410,32 @@ fn client_is_send_sync_clone() {
     fn is<T: Send + Sync + Clone>() {}
     is::<Client>();
 }
+
+#[test]
+fn completions_stream_for_async_consumers() {
+    use std::future::poll_fn;
+    use std::pin::Pin;
+    let f = fixture();
+    let c = client();
+    let reads = (0..300u64)
+        .map(|i| Read::new(&f.object, i * 1000, 100).tag(i))
+        .collect();
+    let batch = c.submit(reads).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let tags = rt.block_on(async {
+        let mut stream = batch.stream();
+        let mut tags = Vec::new();
+        while let Some(d) =
+            poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut stream), cx)).await
+        {
+            content::check(NAME, d.tag * 1000, d.bytes()).unwrap();
+            tags.push(d.tag);
+        }
+        tags
+    });
+    let mut tags = tags;
+    tags.sort();
+    assert_eq!(tags, (0..300).collect::<Vec<_>>());
+}
