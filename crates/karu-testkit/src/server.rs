@@ -59,7 +59,7 @@
 //! | `wrong-content-range` | 206 for another range: the requested one shifted by S bytes (backwards if the shifted start would pass the end); header and body agree with each other, not with the request | `shift=S` (default 1) |
 //! | `416` | always 416 with `Content-Range: bytes */T` | |
 //! | `status` | the first `times` requests for this route and name get `code`, then normal semantics | `code` (default 503), `times` (default 1), `retry_after=S` (`Retry-After` in seconds), `retry_after_date=S` (`Retry-After` as an HTTP date S seconds from now), `body=TEXT` (error body, e.g. `<Code>RequestTimeout</Code>` with `code=400`) |
-//! | `etag-change` | the object's version (ETag and content) changes between requests: request i (counting from 0 for this route and name) sees version `i / every`, or, with `at=J`, version 0 for the first J requests and 1 afterwards | `every` (default 1), `at` |
+//! | `etag-change` | the object's version (ETag and content) changes between requests: request i (counting from 0 for this route and name) sees version `i / every`, or, with `at=J`, version 0 for the first J requests and 1 afterwards; with `k=K` every body is also cut after K bytes, as `truncate` does | `every` (default 1), `at`, `k` |
 //! | `trickle` | normal headers; the body is sent in small chunks no faster than R bytes/s | `rate=R` (default 1000) |
 //! | `redirect` | answers `code` with a `Location` to `redirect` again with `hops - 1`, and when `hops` is 1 to `/<to>/<name>` with the other query parameters kept (the redirect's own `hops`, `code`, `to`, `cross`, `relative` removed); `cross=1` points each hop at the other listener (primary ↔ secondary); `relative=1` sends a path-only `Location` | `hops` (default 1), `code` (default 302), `to` (default `ok`), `cross`, `relative` |
 //! | `gzip` | normal status and `Content-Range`, plus `Content-Encoding: gzip`; the body is the gzip of the range's bytes, or with `raw=1` the plain bytes | `raw=1` |
@@ -994,6 +994,8 @@ async fn respond(
         "gzip" => Delivery::Gzip { raw: q.flag("raw") },
         "trickle" => Delivery::Trickle { rate },
         "truncate" => Delivery::Cut { k, reset: false },
+        // A version change with an interrupted body: what resuming must survive.
+        "etag-change" if q.get("k").is_some() => Delivery::Cut { k, reset: false },
         "reset" => Delivery::Cut { k, reset: true },
         _ => Delivery::Normal,
     };

@@ -657,3 +657,33 @@ fn several_threads_drain_one_remote_batch() {
     all.sort();
     assert_eq!(all, (0..500).collect::<Vec<_>>());
 }
+
+#[test]
+fn an_object_that_changes_while_a_body_is_resumed_restarts_from_the_new_version() {
+    let server = RangeServer::start();
+    let c = client(&[]);
+    // Request 0 sees version 0 and breaks after 600 bytes; the resume pinned to version 0
+    // gets 412 (the object changed), so karu restarts: version 1 breaks after 600 bytes
+    // again, and the resume pinned to version 1 completes. Every byte is version 1's.
+    let l = object(&server, "/etag-change/moving?size=100000&at=1&k=600");
+    let (d, s) = read_one(&c, &l, 0, 1000);
+    assert!(d.result.is_ok(), "{:?}", d.result);
+    let v1 = karu_testkit::server::versioned_name("moving", 1);
+    content::check(&v1, 0, d.bytes()).unwrap();
+    // The kept prefix grew twice (0 → 600 of version 0, then 0 → 600 of version 1).
+    assert_eq!((s.retries, s.resumed), (3, 2));
+    let log = server.log();
+    let statuses: Vec<u16> = log.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [206, 412, 206, 206]);
+    assert_eq!(log[3].range.as_deref(), Some("bytes=600-999"));
+    // When every request sees a new version, attempts run out with the spec's message.
+    let l = object(&server, "/etag-change/churn?size=100000&every=1&k=600");
+    let (d, _) = read_one(&client(&[("KARU_MAX_ATTEMPTS", "4")]), &l, 0, 1000);
+    assert_eq!(d.status(), Status::Http);
+    let e = d.result.unwrap_err();
+    assert!(
+        e.message()
+            .contains("the object changed while an interrupted read"),
+        "{e}"
+    );
+}
