@@ -15,6 +15,22 @@ use crate::error::{Error, Status};
 ///
 /// On success `got` equals the requested length. On failure `got` is 0, except for a
 /// `Range` failure where the object ends inside the read: `got` is then the valid prefix.
+///
+/// ```
+/// # let path = std::env::temp_dir().join(format!("karu-doc-completion-{}.bin", std::process::id()));
+/// # std::fs::write(&path, b"0123456789").unwrap();
+/// let client = karu::Client::new(&karu::Config::empty())?;
+/// let object = karu::Locator::parse(path.to_str().unwrap())?;
+/// let batch = client.submit(vec![karu::Read::new(&object, 8, 4).tag(5)])?;
+/// let done = batch.next().unwrap();
+/// assert_eq!(done.tag, 5);
+/// assert_eq!(done.status(), karu::Status::Range); // the file ends inside the read
+/// assert_eq!(done.got, 2);
+/// assert_eq!(done.bytes(), b"89");               // the valid prefix
+/// assert!(done.into_result().is_err());
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok::<(), karu::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Completion {
     /// The tag given to [`Read::tag`](crate::Read::tag).
@@ -52,6 +68,26 @@ impl Completion {
 }
 
 /// The nine counters of a batch (`karu_batch_stats`), read independently.
+///
+/// ```
+/// # let path = std::env::temp_dir().join(format!("karu-doc-stats-{}.bin", std::process::id()));
+/// # std::fs::write(&path, vec![1u8; 1000]).unwrap();
+/// let client = karu::Client::new(&karu::Config::empty())?;
+/// let object = karu::Locator::parse(path.to_str().unwrap())?;
+/// let batch = client.submit(vec![
+///     karu::Read::new(&object, 0, 100),
+///     karu::Read::new(&object, 500, 200),
+/// ])?;
+/// for done in &batch {
+///     assert_eq!(done.status(), karu::Status::Ok);
+/// }
+/// let stats = batch.stats();
+/// assert_eq!(stats.requested_bytes, 300);
+/// assert_eq!(stats.transfers_finished, stats.transfers);
+/// assert_eq!((stats.retries, stats.new_connections), (0, 0)); // local: no network
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok::<(), karu::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BatchStats {
     /// Transfers left after coalescing.
@@ -281,6 +317,23 @@ impl Future for Cancelled<'_> {
 }
 
 /// What [`Batch::next_timeout`] found.
+///
+/// ```
+/// use std::time::Duration;
+/// use karu::Next;
+/// # let path = std::env::temp_dir().join(format!("karu-doc-next-{}.bin", std::process::id()));
+/// # std::fs::write(&path, b"abcdef").unwrap();
+/// let client = karu::Client::new(&karu::Config::empty())?;
+/// let object = karu::Locator::parse(path.to_str().unwrap())?;
+/// let batch = client.submit(vec![karu::Read::new(&object, 2, 3)])?;
+/// match batch.next_timeout(Duration::from_secs(30)) {
+///     Next::Done(done) => assert_eq!(done.bytes(), b"cde"),
+///     other => panic!("expected a completion, got {other:?}"),
+/// }
+/// assert!(matches!(batch.next_timeout(Duration::ZERO), Next::End));
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok::<(), karu::Error>(())
+/// ```
 #[derive(Debug)]
 pub enum Next {
     /// One completion.
@@ -398,7 +451,37 @@ impl Iterator for &Batch {
     }
 }
 
-/// Future of [`Batch::next_async`].
+/// Future of [`Batch::next_async`]: resolves to the next completion, or `None` at the end.
+/// It works on any executor; here a minimal `block_on` drives it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::task::{Context, Poll, Wake, Waker};
+/// struct Unpark(std::thread::Thread);
+/// impl Wake for Unpark {
+///     fn wake(self: Arc<Self>) { self.0.unpark() }
+/// }
+/// fn block_on<F: std::future::Future>(f: F) -> F::Output {
+///     let mut f = std::pin::pin!(f);
+///     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+///     loop {
+///         match f.as_mut().poll(&mut Context::from_waker(&waker)) {
+///             Poll::Ready(out) => return out,
+///             Poll::Pending => std::thread::park(),
+///         }
+///     }
+/// }
+/// # let path = std::env::temp_dir().join(format!("karu-doc-next-async-{}.bin", std::process::id()));
+/// # std::fs::write(&path, b"async bytes").unwrap();
+/// let client = karu::Client::new(&karu::Config::empty())?;
+/// let object = karu::Locator::parse(path.to_str().unwrap())?;
+/// let batch = client.submit(vec![karu::Read::new(&object, 6, 5)])?;
+/// let done = block_on(batch.next_async()).expect("one completion");
+/// assert_eq!(done.bytes(), b"bytes");
+/// assert!(block_on(batch.next_async()).is_none());
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok::<(), karu::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct NextAsync<'a> {
     batch: &'a Batch,

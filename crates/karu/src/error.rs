@@ -186,6 +186,14 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// karu's result type.
+///
+/// ```
+/// fn identity_of(uri: &str) -> karu::Result<String> {
+///     Ok(karu::Locator::parse(uri)?.identity().to_string())
+/// }
+/// assert_eq!(identity_of("s3://bucket/key").unwrap(), "/vsis3/bucket/key");
+/// assert_eq!(identity_of("").unwrap_err().status(), karu::Status::Uri);
+/// ```
 pub type Result<T> = std::result::Result<T, Error>;
 
 #[cfg(test)]

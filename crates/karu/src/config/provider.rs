@@ -125,13 +125,22 @@ impl fmt::Debug for Credentials {
 /// when it is a failure status; karu maps others to `Credentials`.
 ///
 /// ```
-/// use karu::{Credentials, CredentialsKind, CredentialsProvider, Result};
+/// use std::sync::Arc;
+/// use karu::{Config, Credentials, CredentialsKind, CredentialsProvider, Result};
 /// struct Fixed;
 /// impl CredentialsProvider for Fixed {
 ///     fn credentials(&self, _kind: CredentialsKind, _path: &str) -> Result<Credentials> {
 ///         Ok(Credentials { bearer_token: "token".into(), ..Credentials::default() })
 ///     }
 /// }
+/// let mut config = Config::empty();
+/// config.set_credentials_provider(CredentialsKind::Gcs, Some(Arc::new(Fixed)));
+/// let settings = config.freeze()?;
+/// let provider = settings.credentials_provider(CredentialsKind::Gcs).unwrap();
+/// let creds = provider.credentials(CredentialsKind::Gcs, "/vsigs/bucket/key")?;
+/// assert_eq!(creds.bearer_token, "token");
+/// assert!(settings.credentials_provider(CredentialsKind::Aws).is_none());
+/// # Ok::<(), karu::Error>(())
 /// ```
 pub trait CredentialsProvider: Send + Sync {
     /// Credentials for the object at `canonical_path` (for example `/vsis3/bucket/key`).

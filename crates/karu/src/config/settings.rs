@@ -52,6 +52,19 @@ impl HttpVersion {
 }
 
 /// Where the value of an option for a path came from (credential cache scopes key on it).
+///
+/// ```
+/// use karu::{Config, OptionSource};
+/// let mut config = Config::empty();
+/// config.set("AWS_REGION", Some("us-east-2"))?;
+/// config.set_path("s3://archive", "AWS_REGION", Some("ap-south-1"))?;
+/// let settings = config.freeze()?;
+/// let source = |name, path| settings.option_source(name, path);
+/// assert_eq!(source("AWS_REGION", "/vsis3/archive/x"), OptionSource::Rule("/vsis3/archive"));
+/// assert_eq!(source("AWS_REGION", "/vsis3/data/x"), OptionSource::Explicit);
+/// assert_eq!(source("AWS_PROFILE", "/vsis3/data/x"), OptionSource::Default);
+/// # Ok::<(), karu::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum OptionSource<'a> {
     /// The path rule with this (canonical) prefix.

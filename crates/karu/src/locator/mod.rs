@@ -23,6 +23,16 @@ fn uri_error(message: impl Into<String>) -> Error {
 }
 
 /// Which backend serves an object.
+///
+/// ```
+/// use karu::{Backend, Locator};
+/// let object = Locator::parse("s3://bucket/key.bin")?;
+/// assert_eq!(object.backend(), Backend::S3);
+/// assert_eq!(object.backend().name(), "s3");
+/// assert!(object.backend().is_remote());
+/// assert!(!Locator::parse("/data/local.bin")?.backend().is_remote());
+/// # Ok::<(), karu::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Backend {
     /// A local file.
@@ -65,6 +75,17 @@ impl Backend {
 }
 
 /// A byte window of an object: reads are relative to `offset` and may not leave it.
+///
+/// ```
+/// use karu::{Locator, Window};
+/// let object = Locator::parse("https://example.com/data.bin#bytes=100-199")?;
+/// let w = object.window();
+/// assert_eq!(w, Window { offset: 100, length: Some(100) });
+/// assert_eq!(w.end(), Some(200));
+/// let whole = Locator::parse("https://example.com/data.bin")?.window();
+/// assert_eq!((whole.offset, whole.end()), (0, None)); // runs to the end of the object
+/// # Ok::<(), karu::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Window {
     /// Absolute offset of the window's first byte.

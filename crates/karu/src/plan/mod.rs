@@ -105,6 +105,20 @@ impl Policy {
 }
 
 /// One read to plan.
+///
+/// ```
+/// use karu::plan::{plan, Policy, Request};
+/// let object = karu::Locator::parse("https://example.com/data.bin")?;
+/// let reads = [
+///     Request { locator: &object, offset: 0, length: 512, if_match: Some("\"v1\"") },
+///     Request { locator: &object, offset: 512, length: 0, if_match: None }, // empty: invalid
+/// ];
+/// let planned = plan(&reads, &Policy::default());
+/// assert_eq!(planned.transfers.len(), 1);
+/// assert_eq!(planned.rejected[0].0, 1);
+/// assert_eq!(planned.rejected[0].1.status(), karu::Status::Invalid);
+/// # Ok::<(), karu::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Request<'a> {
     /// The object (and window) to read from.
@@ -118,6 +132,22 @@ pub struct Request<'a> {
 }
 
 /// One read inside a transfer.
+///
+/// ```
+/// use karu::plan::{plan, Part, Policy, Request};
+/// let object = karu::Locator::parse("https://example.com/data.bin#bytes=1000-")?;
+/// let reads = [
+///     Request { locator: &object, offset: 300, length: 100, if_match: None },
+///     Request { locator: &object, offset: 0, length: 100, if_match: None },
+/// ];
+/// let planned = plan(&reads, &Policy::default());
+/// // Parts are ordered by offset, with absolute offsets (the window starts at 1000).
+/// assert_eq!(planned.transfers[0].parts, [
+///     Part { index: 1, offset: 1000, length: 100 },
+///     Part { index: 0, offset: 1300, length: 100 },
+/// ]);
+/// # Ok::<(), karu::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Part {
     /// Index of the read in the request slice.
@@ -129,6 +159,20 @@ pub struct Part {
 }
 
 /// One ranged request to a backend, serving one or more reads.
+///
+/// ```
+/// use karu::plan::{plan, Policy, Request};
+/// let object = karu::Locator::parse("https://example.com/data.bin")?;
+/// let reads = [
+///     Request { locator: &object, offset: 0, length: 100, if_match: None },
+///     Request { locator: &object, offset: 150, length: 50, if_match: None },
+/// ];
+/// let planned = plan(&reads, &Policy::default());
+/// let t = &planned.transfers[0];
+/// assert_eq!((t.index, t.offset, t.length), (0, 0, 200)); // the 50-byte gap is fetched too
+/// assert_eq!(t.parts.len(), 2);
+/// # Ok::<(), karu::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transfer {
     /// A read of this transfer (its first part): its locator and `if_match` serve the
@@ -143,6 +187,23 @@ pub struct Transfer {
 }
 
 /// The outcome of planning.
+///
+/// ```
+/// use karu::plan::{plan, Overrides, Policy, Request};
+/// let object = karu::Locator::parse("https://example.com/data.bin")?;
+/// let reads = [
+///     Request { locator: &object, offset: 0, length: 100, if_match: None },
+///     Request { locator: &object, offset: 1000, length: 100, if_match: None },
+/// ];
+/// let merged = plan(&reads, &Policy::default());
+/// assert_eq!(merged.transfers.len(), 1);
+/// assert_eq!((merged.requested_bytes, merged.fetched_bytes()), (200, 1100)); // gap included
+/// let no_gap = Policy::default().with(&Overrides { gap: Some(0), ..Overrides::default() })?;
+/// let split = plan(&reads, &no_gap);
+/// assert_eq!((split.transfers.len(), split.fetched_bytes()), (2, 200));
+/// assert!(split.rejected.is_empty());
+/// # Ok::<(), karu::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
     /// Transfers ordered by (backend, identity, `if_match`, offset).

@@ -12,6 +12,17 @@ use crate::locator::Locator;
 
 /// What `stat` learns: the visible size and the strong ETag (none for local files, and none
 /// when the server sent a weak, invalid or missing tag).
+///
+/// ```
+/// # let path = std::env::temp_dir().join(format!("karu-doc-object-info-{}.bin", std::process::id()));
+/// # std::fs::write(&path, vec![0u8; 4096]).unwrap();
+/// let client = karu::Client::new(&karu::Config::empty())?;
+/// let object = karu::Locator::parse(path.to_str().unwrap())?;
+/// let info = client.stat(&object)?;
+/// assert_eq!(info, karu::ObjectInfo { size: 4096, etag: None }); // local files have no ETag
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok::<(), karu::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectInfo {
     /// Visible size: the window length when bounded, otherwise the object size past the
@@ -23,6 +34,21 @@ pub struct ObjectInfo {
 
 /// What `read_ends` returns: `min(head, size)` bytes from the start and `min(tail, size)`
 /// bytes from the end of the visible object (they overlap on a short object).
+///
+/// ```
+/// # let path = std::env::temp_dir().join(format!("karu-doc-ends-{}.bin", std::process::id()));
+/// # std::fs::write(&path, b"HEADER...payload...FOOTER").unwrap();
+/// let client = karu::Client::new(&karu::Config::empty())?;
+/// let object = karu::Locator::parse(path.to_str().unwrap())?;
+/// let ends = client.read_ends(&object, 6, 6)?;
+/// assert_eq!(ends.head, b"HEADER");
+/// assert_eq!(ends.tail, b"FOOTER");
+/// assert_eq!(ends.info.size, 25);
+/// let short = client.read_ends(&object, 100, 100)?; // clamped to the object's size
+/// assert_eq!((short.head.len(), short.tail.len()), (25, 25));
+/// # std::fs::remove_file(&path).unwrap();
+/// # Ok::<(), karu::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ends {
     /// The first bytes.
