@@ -16,11 +16,15 @@
 //!   bytes are counted from the server's log; connections by the server's accept counter.
 //!   Lower bound: `⌈transfers ÷ concurrency⌉ × RTT + fetched bytes ÷ bandwidth`, with the
 //!   transfers and bytes of karu's plan (`karu::plan::plan`, no I/O) and the proxy's cap as the
-//!   bandwidth, or, without a cap, the best loopback throughput measured in part 2.
+//!   bandwidth, or, without a cap, the best loopback throughput measured in part 2. The bound
+//!   adds latency and transfer time; with many connections they overlap, so a run may beat it.
+//!   A plain blocking HTTP/1.1 client sends the same planned ranges through the same proxy,
+//!   which shows the floor of this set-up (proxy and server share the 2 cores with karu).
 //! * **Loopback**: 1 GiB as 128 reads of 8 MiB from nginx when `KARU_TEST_NGINX_URL` and
 //!   `KARU_TEST_NGINX_DIR` are set (the largest file in `$KARU_TEST_NGINX_DIR/www`, read
 //!   repeatedly if it is smaller than 1 GiB), else from the test kit server. karu (defaults, and
-//!   `KARU_COALESCE_GAP=0` so that it makes the same 128 requests as curl) against one `curl`
+//!   `KARU_COALESCE_GAP=0` so that it makes the same 128 requests as curl, and the latter into
+//!   reused caller buffers to show the cost of faulting in fresh memory) against one `curl`
 //!   process fetching the same 128 ranges with `--parallel --parallel-max 64`. CPU: karu is the
 //!   process's `getrusage(RUSAGE_SELF)` delta, minus the bench's own content checks
 //!   (`RUSAGE_THREAD` around them) and minus the test kit server's thread when that server is
@@ -151,7 +155,8 @@ fn main() {
          (and their extra handshake RTT, which the bound leaves out) are part of it. \
          \"plain client\": the floor of this set-up, a blocking HTTP/1.1 client with one \
          thread and keep-alive connection per concurrency slot sending karu's planned \
-         ranges through the same proxy (median wall).\n",
+         ranges through the same proxy (median wall). The bound adds latency and transfer time, \
+         which overlap across connections, so a run can beat it.\n",
         bandwidth / 1e9
     );
     let _ = writeln!(
@@ -232,11 +237,15 @@ struct Outcome {
     stats: karu::BatchStats,
     /// CPU seconds this thread spent in `content::check` (the bench's, not karu's).
     check_cpu: f64,
+    /// The completions' buffers by read index, when the reads were given buffers.
+    buffers: Vec<Vec<u8>>,
 }
 
 /// Submits `len`-byte reads at `offsets` of `object` (content `name`), takes every completion,
 /// and checks them: status `Ok`, the full length, every byte counted; each read whose index is
 /// a multiple of `check_every` is compared with the content, the others in `[0, probe)`.
+/// With `buffers` (one per read), the reads go into them and they come back in the outcome.
+#[allow(clippy::too_many_arguments)]
 fn read_all(
     client: &Client,
     object: &Locator,
@@ -245,12 +254,25 @@ fn read_all(
     len: u64,
     check_every: usize,
     probe: usize,
+    buffers: Vec<Vec<u8>>,
 ) -> Outcome {
+    let reuse = !buffers.is_empty();
+    let mut given = buffers.into_iter();
     let reads: Vec<Read> = offsets
         .iter()
         .enumerate()
-        .map(|(i, &o)| Read::new(object, o, len).tag(i as u64))
+        .map(|(i, &o)| {
+            let r = Read::new(object, o, len).tag(i as u64);
+            match given.next() {
+                Some(b) => r.into_buffer(b),
+                None => r,
+            }
+        })
         .collect();
+    let mut back: Vec<Vec<u8>> = Vec::new();
+    if reuse {
+        back.resize_with(offsets.len(), Vec::new);
+    }
     let t = Instant::now();
     let batch = client.submit(reads).expect("submit");
     let mut count = 0usize;
@@ -279,6 +301,9 @@ fn read_all(
         check_cpu += thread_cpu() - c0;
         bytes += data.len() as u64;
         count += 1;
+        if reuse {
+            back[i] = done.buffer.expect("an owned buffer");
+        }
     }
     let wall = t.elapsed();
     assert_eq!(count, offsets.len(), "every read completes once");
@@ -287,6 +312,7 @@ fn read_all(
         wall,
         stats: batch.stats(),
         check_cpu,
+        buffers: back,
     }
 }
 
@@ -389,7 +415,7 @@ fn remote(server: &RangeServer, w: &Workload<'_>, reps: usize, bandwidth: f64) -
         server.clear_log();
         let accepted = server.connections_accepted();
         // Check every 16th read in full, the first 64 bytes of the others.
-        let o = read_all(&c, &object, name, w.offsets, w.len, 16, 64);
+        let o = read_all(&c, &object, name, w.offsets, w.len, 16, 64, Vec::new());
         let log = server.log();
         conns.push(server.connections_accepted() - accepted);
         reqs.push(log.len() as u64);
@@ -627,13 +653,21 @@ struct Sample {
     sys: f64,
 }
 
-fn karu_sample(src: &Source, offsets: &[u64], gap: Option<u64>) -> Sample {
+/// With `buffers` (empty: karu allocates), the reads reuse them and they are put back.
+fn karu_sample(
+    src: &Source,
+    offsets: &[u64],
+    gap: Option<u64>,
+    buffers: &mut Vec<Vec<u8>>,
+) -> Sample {
     let c = client(gap);
     let object = Locator::parse(&src.url).unwrap();
     // A new client, like a new curl process: both open their connections in the timed run.
     let (cpu0, kit0) = (self_cpu(), testkit_cpu());
     // Check each 8 MiB read's first 4 KiB; every 16th read in full.
-    let o = read_all(&c, &object, &src.name, offsets, 8 * MIB, 16, 4096);
+    let given = std::mem::take(buffers);
+    let o = read_all(&c, &object, &src.name, offsets, 8 * MIB, 16, 4096, given);
+    *buffers = o.buffers;
     let (cpu1, kit1) = (self_cpu(), testkit_cpu());
     // The bench's own checking is user time on this thread: not karu's.
     let (mut user, mut sys) = (cpu1.0 - cpu0.0 - o.check_cpu, cpu1.1 - cpu0.1);
@@ -713,18 +747,31 @@ fn loopback(server: &RangeServer, reps: usize) -> Loopback {
     let total = offsets.len() as u64 * 8 * MIB;
     let config = std::env::temp_dir().join(format!("karu-bench-curl-{}.cfg", std::process::id()));
 
-    let readers: [(&str, Option<Option<u64>>); 3] = [
-        ("karu (defaults)", Some(None)),
-        ("karu (`KARU_COALESCE_GAP=0`)", Some(Some(0))),
-        ("curl `--parallel --parallel-max 64`", None),
+    // (label, Some(gap) for karu or None for curl, reuse buffers). The third row is a
+    // diagnostic: the same reads into caller buffers (`Read::into_buffer`) touched once before
+    // timing and reused, which takes the page faults of fresh destinations out.
+    let readers: [(&str, Option<Option<u64>>, bool); 4] = [
+        ("karu (defaults)", Some(None), false),
+        ("karu (`KARU_COALESCE_GAP=0`)", Some(Some(0)), false),
+        (
+            "karu (`KARU_COALESCE_GAP=0`, reused caller buffers)",
+            Some(Some(0)),
+            true,
+        ),
+        ("curl `--parallel --parallel-max 64`", None, false),
     ];
+    let mut reused: Vec<Vec<u8>> = offsets
+        .iter()
+        .map(|_| vec![1u8; 8 * MIB as usize])
+        .collect();
     let mut samples: Vec<Vec<Sample>> = readers.iter().map(|_| Vec::new()).collect();
     // One untimed round to warm the page cache and the server, then the readers in turn.
-    let _ = karu_sample(&src, &offsets, Some(0));
+    let _ = karu_sample(&src, &offsets, Some(0), &mut Vec::new());
     for _ in 0..reps {
-        for (i, (_, r)) in readers.iter().enumerate() {
+        for (i, (_, r, reuse)) in readers.iter().enumerate() {
             let s = match r {
-                Some(gap) => karu_sample(&src, &offsets, *gap),
+                Some(gap) if *reuse => karu_sample(&src, &offsets, *gap, &mut reused),
+                Some(gap) => karu_sample(&src, &offsets, *gap, &mut Vec::new()),
                 None => curl_sample(&src, &offsets, &config),
             };
             samples[i].push(s);
@@ -747,7 +794,7 @@ fn loopback(server: &RangeServer, reps: usize) -> Loopback {
     );
     let _ = writeln!(table, "|---|--:|--:|--:|--:|---|");
     let mut rows = Vec::new();
-    for ((label, _), s) in readers.iter().zip(&samples) {
+    for ((label, _, _), s) in readers.iter().zip(&samples) {
         let gb = total as f64 / 1e9;
         let mut rates: Vec<f64> = s.iter().map(|s| gb / s.wall.as_secs_f64()).collect();
         let all = rates
