@@ -117,36 +117,65 @@ fn read_transfer(w: Work, files: &mut OpenFiles, done: &mut Vec<Completion>) -> 
         }
     };
     let id = w.locator.display();
-    let direct = w.parts.len() == 1 && w.parts[0].offset == w.offset;
-    if direct {
-        let mut part = w.parts.into_iter().next().expect("one part");
-        let len = part.length as usize;
-        let result = read_full(file, part.offset, part.dest.slice(len));
-        let n = match &result {
-            Ok(n) | Err((n, _)) => *n,
+    // Parts are in offset order. Touching, disjoint parts are each read straight into their
+    // destinations; only a run of overlapping parts is read once into a scratch buffer and
+    // copied out (copying a large merged span would cost more than the saved syscalls).
+    let mut parts = w.parts.into_iter().peekable();
+    let mut received = 0u64;
+    // Set once the file ended (or failed): later parts get nothing more.
+    let mut stopped = false;
+    let mut failure: Option<Error> = None;
+    while let Some(first) = parts.next() {
+        let mut run = vec![first];
+        let mut end = run[0].offset + run[0].length;
+        while let Some(next) = parts.next_if(|p| p.offset < end) {
+            end = end.max(next.offset + next.length);
+            run.push(next);
+        }
+        if stopped {
+            let result = || failure.clone().map_or(Ok(0), |e| Err((0, e)));
+            done.extend(run.into_iter().map(|p| finish_part(&id, p, result())));
+            continue;
+        }
+        if run.len() == 1 {
+            let mut part = run.pop().expect("one part");
+            let len = part.length as usize;
+            let result = read_full(file, part.offset, part.dest.slice(len));
+            let n = match &result {
+                Ok(n) => *n,
+                Err((n, e)) => {
+                    failure = Some(e.clone());
+                    *n
+                }
+            };
+            stopped = n < len;
+            received += n as u64;
+            done.push(finish_part(&id, part, result));
+            continue;
+        }
+        let start = run[0].offset;
+        let mut scratch = vec![0u8; (end - start) as usize];
+        let result = read_full(file, start, &mut scratch);
+        let (n, error) = match result {
+            Ok(n) => (n, None),
+            Err((n, e)) => (n, Some(e)),
         };
-        done.push(finish_part(&id, part, result));
-        return n as u64;
+        failure.clone_from(&error);
+        stopped = n < scratch.len();
+        received += n as u64;
+        for mut part in run {
+            let from = (part.offset - start) as usize;
+            let len = part.length as usize;
+            let avail = n.saturating_sub(from).min(len);
+            part.dest.slice(len)[..avail].copy_from_slice(&scratch[from..from + avail]);
+            let result = match &error {
+                Some(e) => Err((0, e.clone())),
+                None => Ok(avail),
+            };
+            done.push(finish_part(&id, part, result));
+        }
     }
-    // Merged local ranges touch or overlap: read the span once, copy each part out.
-    let mut scratch = vec![0u8; w.length as usize];
-    let result = read_full(file, w.offset, &mut scratch);
-    let (n, error) = match result {
-        Ok(n) => (n, None),
-        Err((n, e)) => (n, Some(e)),
-    };
-    for mut part in w.parts {
-        let start = (part.offset - w.offset) as usize;
-        let len = part.length as usize;
-        let avail = n.saturating_sub(start).min(len);
-        part.dest.slice(len)[..avail].copy_from_slice(&scratch[start..start + avail]);
-        let result = match &error {
-            Some(e) => Err((0, e.clone())),
-            None => Ok(avail),
-        };
-        done.push(finish_part(&id, part, result));
-    }
-    n as u64
+    received
 }
 
 /// Turns a read outcome into the part's completion: a short read is `Range` with its prefix.
