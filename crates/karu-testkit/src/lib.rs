@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+mod background;
 pub mod content;
 pub mod proxy;
 pub mod server;

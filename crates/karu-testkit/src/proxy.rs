@@ -18,15 +18,16 @@
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
+use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::time::Instant;
+
+use crate::background::Background;
 
 /// Settings of a [`LatencyProxy`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,8 +75,7 @@ struct Shared {
 pub struct LatencyProxy {
     shared: Arc<Shared>,
     addr: SocketAddr,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    _background: Background,
 }
 
 impl LatencyProxy {
@@ -94,27 +94,15 @@ impl LatencyProxy {
             to_client: AtomicU64::new(0),
             total: opts.rate_total.map(|r| Mutex::new(Pacer::new(r))),
         });
-        let (tx, rx) = oneshot::channel::<()>();
         let sh = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("karu-testkit-latency-proxy".into())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("tokio runtime");
-                rt.block_on(async move {
-                    let l = TcpListener::from_std(listener).expect("listener");
-                    tokio::spawn(accept_loop(l, sh));
-                    let _ = rx.await;
-                });
-            })
-            .expect("spawn proxy thread");
+        let background = Background::start("karu-testkit-latency-proxy", move || {
+            let l = TcpListener::from_std(listener).expect("listener");
+            tokio::spawn(accept_loop(l, sh));
+        });
         LatencyProxy {
             shared,
             addr,
-            shutdown: Some(tx),
-            thread: Some(thread),
+            _background: background,
         }
     }
 
@@ -146,17 +134,6 @@ impl LatencyProxy {
     /// Bytes written to clients so far (target → client).
     pub fn bytes_to_client(&self) -> u64 {
         self.shared.to_client.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for LatencyProxy {
-    fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

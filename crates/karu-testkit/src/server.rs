@@ -85,7 +85,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -95,8 +94,9 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
+use crate::background::Background;
 use crate::content;
 
 /// The strong ETag (with its quotes) of object `name` of `size` bytes at `version`.
@@ -181,8 +181,7 @@ pub struct RangeServer {
     shared: Arc<Shared>,
     addr: SocketAddr,
     alt_addr: SocketAddr,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    _background: Background,
 }
 
 impl RangeServer {
@@ -205,30 +204,18 @@ impl RangeServer {
             primary_port: addr.port(),
             secondary_port: alt_addr.port(),
         });
-        let (tx, rx) = oneshot::channel::<()>();
         let sh = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("karu-testkit-range-server".into())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("tokio runtime");
-                rt.block_on(async move {
-                    for l in [primary, secondary] {
-                        let l = TcpListener::from_std(l).expect("listener");
-                        tokio::spawn(accept_loop(l, sh.clone()));
-                    }
-                    let _ = rx.await;
-                });
-            })
-            .expect("spawn server thread");
+        let background = Background::start("karu-testkit-range-server", move || {
+            for l in [primary, secondary] {
+                let l = TcpListener::from_std(l).expect("listener");
+                tokio::spawn(accept_loop(l, sh.clone()));
+            }
+        });
         RangeServer {
             shared,
             addr,
             alt_addr,
-            shutdown: Some(tx),
-            thread: Some(thread),
+            _background: background,
         }
     }
 
@@ -316,17 +303,6 @@ impl RangeServer {
     pub fn reset_max_in_flight(&self) {
         let now = self.shared.in_flight.load(Ordering::SeqCst);
         self.shared.max_in_flight.store(now, Ordering::SeqCst);
-    }
-}
-
-impl Drop for RangeServer {
-    fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

@@ -496,6 +496,29 @@ impl Future for NextAsync<'_> {
 
 /// The completions of a batch as an async [`Stream`](futures_core::Stream), from
 /// [`Batch::stream`]. Several streams (and threads) may drain one batch.
+///
+/// ```
+/// use std::pin::Pin;
+/// use std::task::{Context, Poll, Waker};
+/// # let path = std::env::temp_dir().join(format!("karu-doc-stream-{}.bin", std::process::id()));
+/// # std::fs::write(&path, [5u8; 64]).unwrap();
+/// let client = karu::Client::new(&karu::Config::empty()).unwrap();
+/// let object = karu::Locator::parse(path.to_str().unwrap()).unwrap();
+/// let batch = client.submit(vec![karu::Read::new(&object, 0, 8).tag(3)]).unwrap();
+/// let mut stream = batch.stream();
+/// let mut cx = Context::from_waker(Waker::noop());
+/// let mut seen = Vec::new();
+/// loop {
+///     match futures_core::Stream::poll_next(Pin::new(&mut stream), &mut cx) {
+///         Poll::Ready(Some(done)) => seen.push((done.tag, done.got)),
+///         Poll::Ready(None) => break,
+///         // A real executor would park here until the waker fires.
+///         Poll::Pending => std::thread::yield_now(),
+///     }
+/// }
+/// assert_eq!(seen, [(3, 8)]);
+/// # std::fs::remove_file(&path).unwrap();
+/// ```
 #[derive(Debug)]
 pub struct Completions<'a> {
     batch: &'a Batch,

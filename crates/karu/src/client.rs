@@ -189,13 +189,7 @@ impl Client {
     /// As [`fetch`](Client::fetch), with per-batch planner overrides.
     pub fn fetch_with(&self, reads: Vec<Read>, overrides: &Overrides) -> Result<Vec<Vec<u8>>> {
         let n = reads.len();
-        // Tags become positions so buffers can be returned in input order.
-        let reads = reads
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| r.tag(i as u64))
-            .collect();
-        let batch = self.submit_with(reads, overrides)?;
+        let batch = self.submit_with(positional(reads), overrides)?;
         drain(&batch, n)
     }
 
@@ -246,12 +240,7 @@ impl Client {
     /// The async twin of [`fetch`](Client::fetch).
     pub async fn fetch_async(&self, reads: Vec<Read>) -> Result<Vec<Vec<u8>>> {
         let n = reads.len();
-        let reads = reads
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| r.tag(i as u64))
-            .collect();
-        let batch = self.submit(reads)?;
+        let batch = self.submit(positional(reads))?;
         let mut out = vec![Vec::new(); n];
         let mut first_error = None;
         while let Some(done) = batch.next_async().await {
@@ -343,6 +332,15 @@ impl std::ops::Deref for RemoteHandle {
     fn deref(&self) -> &Remote {
         self.0.remote().expect("checked when the handle was made")
     }
+}
+
+/// Tags become input positions, so buffers can be returned in input order.
+fn positional(reads: Vec<Read>) -> Vec<Read> {
+    reads
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| r.tag(i as u64))
+        .collect()
 }
 
 /// Drains a batch whose tags are input positions.

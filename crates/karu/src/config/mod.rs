@@ -195,7 +195,9 @@ const SYSTEM_CA_BUNDLES: &[&str] = &["/etc/ssl/cert.pem"];
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 const SYSTEM_CA_BUNDLES: &[&str] = &[];
 
-fn system_ca_bundle() -> Option<PathBuf> {
+/// The first system CA bundle that exists (spec 3.5's list), also used by the transport
+/// when a hermetic configuration names no CA.
+pub(crate) fn system_ca_bundle() -> Option<PathBuf> {
     SYSTEM_CA_BUNDLES
         .iter()
         .map(Path::new)

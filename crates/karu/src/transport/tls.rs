@@ -22,16 +22,6 @@ use rustls::{ClientConfig, RootCertStore};
 use super::{HttpVersion, TransportOptions};
 use crate::{Error, Status};
 
-/// Default CA bundle locations used when the configuration is hermetic (spec §3.5's list).
-const DEFAULT_BUNDLES: &[&str] = &[
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/ca-bundle.pem",
-    "/etc/pki/tls/cacert.pem",
-    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
-    "/etc/ssl/cert.pem",
-];
-
 /// Builds the shared client configuration for `options`.
 pub(crate) fn client_config(options: &TransportOptions) -> Result<Arc<ClientConfig>, Error> {
     let roots = root_store(options)?;
@@ -84,14 +74,11 @@ fn root_store(options: &TransportOptions) -> Result<RootCertStore, Error> {
         return Ok(roots);
     }
     if !options.system_ca
-        && let Some(bundle) = DEFAULT_BUNDLES
-            .iter()
-            .map(Path::new)
-            .find(|p| fs::metadata(p).is_ok_and(|m| m.is_file()))
+        && let Some(bundle) = crate::config::system_ca_bundle()
     {
         // Unreadable or damaged system files leave the store empty rather than failing
         // construction: the caller configured nothing wrong.
-        add(&mut roots, read_pem_file(bundle).unwrap_or_default());
+        add(&mut roots, read_pem_file(&bundle).unwrap_or_default());
         return Ok(roots);
     }
     add(&mut roots, rustls_native_certs::load_native_certs().certs);

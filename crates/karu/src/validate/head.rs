@@ -216,8 +216,8 @@ fn whole(expect: &Expect, headers: &HeaderMap, etag: Option<String>) -> Head {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::validate::test_headers as map;
     use http::HeaderValue;
-    use http::header::HeaderName;
     use proptest::prelude::*;
 
     const URL: &str = "https://h/b/o?<redacted>";
@@ -232,17 +232,6 @@ mod tests {
             pin: None,
             pin_is_callers: false,
         }
-    }
-
-    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(
-                HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                HeaderValue::from_str(v).unwrap(),
-            );
-        }
-        h
     }
 
     fn body(skip: u64, first: u64, len: u64, total: Option<u64>) -> Head {

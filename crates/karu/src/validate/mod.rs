@@ -197,21 +197,23 @@ fn transformed(url: &str, headers: &HeaderMap) -> Option<Error> {
     None
 }
 
+/// Test helper: a header map from name/value pairs (repeated names append).
+#[cfg(test)]
+pub(crate) fn test_headers(pairs: &[(&str, &str)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (k, v) in pairs {
+        h.append(
+            HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            http::HeaderValue::from_str(v).unwrap(),
+        );
+    }
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
-
-    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(
-                HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                HeaderValue::from_str(v).unwrap(),
-            );
-        }
-        h
-    }
+    use crate::validate::test_headers as map;
 
     #[test]
     fn content_length_is_strict() {

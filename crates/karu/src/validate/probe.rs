@@ -226,21 +226,9 @@ fn unexpected(url: &str, status: u16) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
-    use http::header::HeaderName;
+    use crate::validate::test_headers as map;
 
     const URL: &str = "https://h/o";
-
-    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(
-                HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                HeaderValue::from_str(v).unwrap(),
-            );
-        }
-        h
-    }
 
     fn http_error<T: std::fmt::Debug>(r: Result<T>, message: &str) {
         let e = r.expect_err(message);
