@@ -18,6 +18,7 @@ use crate::batch::{Batch, BatchStats, Completion};
 use crate::client::Client;
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
+use crate::probe::Ends;
 use crate::read::Read;
 use sidecar::Sidecar;
 use temp::{Temp, io_error};
@@ -368,10 +369,28 @@ impl Job<'_, '_> {
             ));
         }
         let chunk = self.options.chunk_size;
-        let ends = self
+        let ends = match self
             .client
             .read_ends_async(self.locator, chunk.min(PROBE_MAX), 0)
-            .await?;
+            .await
+        {
+            Ok(ends) => ends,
+            // A remote head read of an empty object is answered 416, which `read_ends`
+            // reports as `Range`; `stat` reads that 416 as size 0. Any other size means the
+            // `Range` was real.
+            Err(e) if e.status() == Status::Range && self.locator.is_remote() => {
+                let info = self.client.stat_async(self.locator).await?;
+                if info.size != 0 {
+                    return Err(e);
+                }
+                Ends {
+                    head: Vec::new(),
+                    tail: Vec::new(),
+                    info,
+                }
+            }
+            Err(e) => return Err(e),
+        };
         let layout = Layout {
             size: ends.info.size,
             probe: ends.head.len() as u64,
