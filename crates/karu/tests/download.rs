@@ -486,6 +486,51 @@ fn a_429_storm_lowers_parallelism_which_then_recovers() {
 }
 
 #[test]
+fn a_chunk_throttled_past_its_retries_goes_back_in_the_queue() {
+    let server = RangeServer::start();
+    let size = 16 * 16384;
+    let path = format!("/status/past?size={size}&code=503&times=6&retry_after=0");
+    let l = object(&server, &path);
+    client(&[("KARU_MAX_ATTEMPTS", "16")])
+        .read(&l, 0, 1)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let mut first = true;
+    // Two attempts per chunk: six 503s fail up to three chunk batches, each put back.
+    let result = client(&[("KARU_MAX_ATTEMPTS", "2")])
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                progress: Some(Box::new(|_, _| {
+                    if std::mem::take(&mut first) {
+                        server.reset_counters();
+                    }
+                    true
+                })),
+                ..options(16384, 2)
+            },
+        )
+        .unwrap();
+    check_file(&dest, "past", 0, size);
+    assert_eq!(result.throttled, 6);
+    assert_eq!(result.parallelism.min, 1);
+}
+
+#[test]
+fn an_interrupted_local_copy_keeps_nothing_even_with_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source.bin");
+    content::write_file(&source, "local-resume", 6 * CHUNK).unwrap();
+    let l = Locator::parse(source.to_str().unwrap()).unwrap();
+    let dest = dir.path().join("copy.bin");
+    // No ETag: a later call could not tell the version, so nothing is kept for it.
+    interrupted(&client(&[]), &l, &dest, 3);
+    assert_eq!(entries(dir.path()), ["source.bin"]);
+}
+
+#[test]
 fn bad_arguments_are_invalid_with_the_spec_messages() {
     let c = client(&[]);
     let l = Locator::parse("/nonexistent/file").unwrap();

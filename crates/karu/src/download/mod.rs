@@ -7,7 +7,7 @@ mod sidecar;
 mod temp;
 mod window;
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::future::{Future, poll_fn};
 use std::path::Path;
 use std::pin::Pin;
@@ -369,6 +369,7 @@ impl Job<'_, '_> {
             ));
         }
         let chunk = self.options.chunk_size;
+        let mut probe_requests = 1;
         let ends = match self
             .client
             .read_ends_async(self.locator, chunk.min(PROBE_MAX), 0)
@@ -380,6 +381,7 @@ impl Job<'_, '_> {
             // `Range` was real.
             Err(e) if e.status() == Status::Range && self.locator.is_remote() => {
                 let info = self.client.stat_async(self.locator).await?;
+                probe_requests += 1;
                 if info.size != 0 {
                     return Err(e);
                 }
@@ -401,11 +403,12 @@ impl Job<'_, '_> {
             size: layout.size,
             etag: etag.clone(),
             received_bytes: layout.probe,
-            requests: 1,
+            requests: probe_requests,
             ..DownloadResult::default()
         };
 
         let (mut temp, done, mut sidecar) = self.prepare(&layout, etag.as_deref())?;
+        let resumable = sidecar.is_some();
         let outcome = self
             .fill(
                 &mut temp,
@@ -420,7 +423,7 @@ impl Job<'_, '_> {
         drop(sidecar);
         if let Err(e) = outcome {
             // A changed object leaves nothing worth resuming.
-            if self.options.resume && e.status() != Status::Precondition {
+            if resumable && e.status() != Status::Precondition {
                 temp.keep();
             } else {
                 sidecar::remove(dest);
@@ -505,7 +508,7 @@ impl Job<'_, '_> {
         }
 
         let mut queue: VecDeque<u64> = (0..layout.count()).filter(|i| !done.contains(i)).collect();
-        let mut requeued = vec![0u32; layout.count() as usize];
+        let mut requeued: HashMap<u64, u32> = HashMap::new();
         let mut aimd = Aimd::new(self.options.parallelism);
         let mut in_flight: Vec<InFlight> = Vec::new();
         let mut buffers: Vec<Vec<u8>> = Vec::new();
@@ -534,15 +537,16 @@ impl Job<'_, '_> {
             aimd.finished(seq, stats.throttled > 0);
             let (offset, length) = layout.span(index);
             if let Err(e) = &completion.result {
+                let times = requeued.entry(index).or_default();
                 let retry = stats.throttled > 0
                     && matches!(e.status(), Status::Http | Status::Network)
-                    && requeued[index as usize] < THROTTLE_REQUEUES;
+                    && *times < THROTTLE_REQUEUES;
                 if !retry {
                     return Err(e.clone());
                 }
                 // The store throttled this chunk past its retries: the window was just cut,
                 // so try it again later instead of failing the whole download.
-                requeued[index as usize] += 1;
+                *times += 1;
                 queue.push_back(index);
                 continue;
             }
