@@ -455,7 +455,13 @@ fn probes_size_stat_and_read_ends() {
         info.etag.as_deref(),
         Some(etag("probe", 123_456, 0).as_str())
     );
-    assert_eq!(c.size(&object(&server, "/ok/empty?size=0")).unwrap(), 0);
+    let empty = object(&server, "/ok/empty?size=0");
+    assert_eq!(c.size(&empty).unwrap(), 0);
+    let ends = c.read_ends(&empty, 100, 100).unwrap();
+    assert_eq!(
+        (ends.head.len(), ends.tail.len(), ends.info.size),
+        (0, 0, 0)
+    );
     server.clear_log();
     let ends = c.read_ends(&l, 1000, 500).unwrap();
     assert_eq!(ends.info.size, 123_456);

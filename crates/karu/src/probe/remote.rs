@@ -260,7 +260,22 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
             }
         }
     );
-    let head_part = head_res.transpose()?;
+    let head_part = match head_res.transpose() {
+        // A head past the end (416): the visible object may be empty; ask its size.
+        Err(e) if e.status() == Status::Range => {
+            let (total, etag) =
+                exchange::run(env, locator, &Access::default(), &mut SizeProbe).await?;
+            if total > woff {
+                return Err(e);
+            }
+            return Ok(Ends {
+                head: Vec::new(),
+                tail: Vec::new(),
+                info: ObjectInfo { size: 0, etag },
+            });
+        }
+        other => other?,
+    };
     let tail_part = tail_res.transpose()?;
     // The object's size and version, from whichever answer told them.
     let (mut total, mut etag) = match &head_part {
