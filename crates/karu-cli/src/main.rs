@@ -1,11 +1,13 @@
 //! `karu`: read exact byte ranges from local files, HTTP(S) and object stores.
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, IsTerminal, Write};
 use std::process::ExitCode;
+use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
 use karu::plan::{self, Overrides};
-use karu::{Client, Config, Error, Locator, Read, Status};
+use karu::{Client, Config, DownloadOptions, Error, Locator, Read, Status};
 
 /// Read exact byte ranges from local files, HTTP(S) and object stores.
 #[derive(Parser)]
@@ -47,6 +49,26 @@ enum Command {
     Cat {
         /// Locator.
         uri: String,
+    },
+    /// Download the whole object into DEST: parallel ranged chunks pinned to one ETag, published
+    /// atomically.
+    Get {
+        /// Locator.
+        uri: String,
+        /// Destination file (must not exist unless --overwrite).
+        dest: std::path::PathBuf,
+        /// Bytes per ranged request.
+        #[arg(long, default_value_t = karu::DEFAULT_CHUNK_SIZE)]
+        chunk_size: u64,
+        /// Most chunks in flight.
+        #[arg(long, default_value_t = karu::DEFAULT_PARALLELISM)]
+        parallelism: u64,
+        /// Replace an existing destination.
+        #[arg(long)]
+        overwrite: bool,
+        /// Keep an interrupted download's state and continue it on the next run.
+        #[arg(long)]
+        resume: bool,
     },
     /// Print the transfers the planner makes for `offset,length` lines.
     Plan {
@@ -148,6 +170,23 @@ fn run(cli: Cli) -> Result<(), Error> {
             Ok(())
         }
         Command::Cat { uri } => cat(&client, &uri),
+        Command::Get {
+            uri,
+            dest,
+            chunk_size,
+            parallelism,
+            overwrite,
+            resume,
+        } => {
+            let options = DownloadOptions {
+                chunk_size,
+                parallelism,
+                overwrite,
+                resume,
+                ..DownloadOptions::default()
+            };
+            get(&client, &uri, &dest, &options)
+        }
         Command::Plan {
             uri,
             ranges,
@@ -176,6 +215,70 @@ fn cat(client: &Client, uri: &str) -> Result<(), Error> {
         out.write_all(&done.into_result()?).map_err(io_err)?;
     }
     out.flush().map_err(io_err)
+}
+
+/// Downloads with a progress bar on a terminal (plain lines at every tenth otherwise) and
+/// prints a summary line.
+fn get(
+    client: &Client,
+    uri: &str,
+    dest: &std::path::Path,
+    base: &DownloadOptions<'_>,
+) -> Result<(), Error> {
+    let object = Locator::parse(uri)?;
+    let start = Instant::now();
+    let bar = io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
+            )
+            .expect("a valid template"),
+        );
+        bar
+    });
+    let mut tenths = 0;
+    let progress = |done: u64, total: u64| {
+        match &bar {
+            Some(bar) => {
+                bar.set_length(total);
+                bar.set_position(done);
+            }
+            None => {
+                // A tenth crossed (or the end): logs stay short whatever the object size.
+                let now = if total == 0 { 10 } else { done * 10 / total };
+                if now > tenths || done == total {
+                    tenths = now;
+                    eprintln!("{done}/{total} bytes");
+                }
+            }
+        }
+        true
+    };
+    let options = DownloadOptions {
+        chunk_size: base.chunk_size,
+        parallelism: base.parallelism,
+        overwrite: base.overwrite,
+        resume: base.resume,
+        on_change: base.on_change,
+        progress: Some(Box::new(progress)),
+    };
+    let result = client.download(&object, dest, options);
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let r = result?;
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "{}: {} bytes in {secs:.2} s ({:.1} MiB/s), {} requests, {} retries, {} throttled",
+        dest.display(),
+        r.size,
+        r.size as f64 / secs.max(1e-9) / (1 << 20) as f64,
+        r.requests,
+        r.retries,
+        r.throttled
+    );
+    Ok(())
 }
 
 fn plan_command(client: &Client, uri: &str, ranges: &str, o: &PlanOverrides) -> Result<(), Error> {

@@ -174,3 +174,54 @@ fn read_stat_cat_and_plan_work_on_http_urls() {
     let out = karu(&["read", &server.url("/ok/missing"), "0", "1"], None);
     assert_eq!(out.status.code(), Some(23));
 }
+
+#[test]
+fn get_downloads_with_plain_progress_lines_and_a_summary() {
+    let server = karu_testkit::server::RangeServer::start();
+    let size = 3_000_000u64;
+    let url = server.url(&format!("/ok/get-object?size={size}"));
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("got.bin");
+    let d = dest.to_str().unwrap();
+    let args = [
+        "get",
+        &url,
+        d,
+        "--chunk-size",
+        "262144",
+        "--parallelism",
+        "4",
+    ];
+    let out = karu(&args, None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    content::check("get-object", 0, &std::fs::read(&dest).unwrap()).unwrap();
+    assert_eq!(std::fs::metadata(&dest).unwrap().len(), size);
+    // Not a terminal: plain lines, the last one the total.
+    assert_eq!(stderr.lines().last(), Some("3000000/3000000 bytes"));
+    assert!(stderr.lines().count() <= 11, "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with(&format!("{d}: 3000000 bytes in ")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(", 12 requests, 0 retries, 0 throttled"),
+        "{stdout}"
+    );
+    assert_eq!(server.log().len(), 12);
+
+    // The destination exists now: refused (exit 15, file error) unless --overwrite.
+    let again = karu(&args, None);
+    assert_eq!(again.status.code(), Some(15));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("destination already exists"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let mut overwrite = args.to_vec();
+    overwrite.push("--overwrite");
+    assert!(karu(&overwrite, None).status.success());
+    let bad = karu(&["get", &url, d, "--overwrite", "--parallelism", "0"], None);
+    assert_eq!(bad.status.code(), Some(13));
+}

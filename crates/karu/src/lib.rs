@@ -26,6 +26,7 @@ mod backends;
 mod batch;
 mod client;
 mod config;
+mod download;
 mod engine;
 mod error;
 mod locator;
@@ -40,6 +41,10 @@ pub use client::Client;
 pub use config::{
     Config, Credentials, CredentialsKind, CredentialsProvider, HttpVersion, OptionSource, Settings,
     canonical_prefix, check_managed_headers, option_names, prefix_matches,
+};
+pub use download::{
+    DEFAULT_CHUNK_SIZE, DEFAULT_PARALLELISM, DownloadOptions, DownloadResult, OnChange,
+    ParallelismStats, Progress,
 };
 pub use error::{Error, Result, Status};
 pub use locator::{Backend, Locator, Window, encode_key, redact_url};

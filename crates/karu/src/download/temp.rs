@@ -1,0 +1,141 @@
+//! The temporary file beside the destination: created exclusively, written positionally,
+//! published by hard link (never replacing a file) or atomic rename, removed on any failure.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Error, Result, Status};
+
+/// How many temporary names are tried before giving up (another process may hold some).
+const NAME_ATTEMPTS: u32 = 100;
+
+/// A temporary output file; dropped unpublished, it is removed unless [`keep`](Temp::keep)
+/// was called (resume keeps it for the next call).
+#[derive(Debug)]
+pub(crate) struct Temp {
+    path: PathBuf,
+    file: Option<File>,
+    keep: bool,
+}
+
+pub(crate) fn io_error(dest: &Path, what: &str, e: io::Error) -> Error {
+    Error::new(Status::Io, format!("{}: {what}: {e}", dest.display()))
+}
+
+/// `<dest>.karu.part.<id>`: the temporary name for id `<pid>.<n>`.
+pub(crate) fn part_path(dest: &Path, id: &str) -> PathBuf {
+    let mut name = dest.as_os_str().to_owned();
+    name.push(format!(".karu.part.{id}"));
+    PathBuf::from(name)
+}
+
+impl Temp {
+    /// Creates `<dest>.karu.part.<pid>.<n>` with create-exclusive, so two downloads (or two
+    /// processes) never share a temporary file.
+    pub(crate) fn create(dest: &Path) -> Result<Temp> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let mut last = None;
+        for _ in 0..NAME_ATTEMPTS {
+            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+            let path = part_path(dest, &format!("{}.{n}", std::process::id()));
+            match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(file) => {
+                    return Ok(Temp {
+                        path,
+                        file: Some(file),
+                        keep: false,
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(io_error(dest, "cannot create temporary output", e)),
+            }
+        }
+        let e = last.unwrap_or_else(|| io::Error::other("no free temporary name"));
+        Err(io_error(dest, "cannot create temporary output", e))
+    }
+
+    /// Opens a temporary file an earlier call kept, for resume.
+    pub(crate) fn reopen(path: PathBuf) -> io::Result<Temp> {
+        let file = OpenOptions::new().write(true).open(&path)?;
+        Ok(Temp {
+            path,
+            file: Some(file),
+            keep: false,
+        })
+    }
+
+    /// The `<pid>.<n>` part of the name, which the resume sidecar records.
+    pub(crate) fn id(&self) -> String {
+        let name = self.path.to_string_lossy();
+        let at = name.rfind(".karu.part.").expect("made by part_path") + ".karu.part.".len();
+        name[at..].to_owned()
+    }
+
+    pub(crate) fn len(&self) -> io::Result<u64> {
+        self.file().metadata().map(|m| m.len())
+    }
+
+    pub(crate) fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file().set_len(len)
+    }
+
+    pub(crate) fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        self.file().write_all_at(data, offset)
+    }
+
+    fn file(&self) -> &File {
+        self.file
+            .as_ref()
+            .expect("the file is open until published")
+    }
+
+    /// Leaves the file in place when dropped (an interrupted resumable download).
+    pub(crate) fn keep(&mut self) {
+        self.keep = true;
+    }
+
+    /// Closes the file and moves it to `dest`: an atomic rename with `overwrite`; otherwise a
+    /// hard link, which fails if `dest` appeared meanwhile, so no existing file is replaced.
+    pub(crate) fn publish(mut self, dest: &Path, overwrite: bool) -> Result<()> {
+        drop(self.file.take());
+        let published = if overwrite {
+            std::fs::rename(&self.path, dest)
+        } else {
+            match std::fs::hard_link(&self.path, dest) {
+                Ok(()) => std::fs::remove_file(&self.path),
+                // Filesystems without hard links: re-check and rename, a best-effort path
+                // with an unavoidable race between the check and the rename.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Unsupported | io::ErrorKind::PermissionDenied
+                    ) =>
+                {
+                    if dest.symlink_metadata().is_ok() {
+                        Err(io::Error::from(io::ErrorKind::AlreadyExists))
+                    } else {
+                        std::fs::rename(&self.path, dest)
+                    }
+                }
+                Err(e) => Err(e),
+            }
+        };
+        published.map_err(|e| io_error(dest, "cannot publish downloaded file", e))?;
+        // The temporary name is gone: nothing for Drop to remove.
+        self.keep = true;
+        Ok(())
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        drop(self.file.take());
+        if !self.keep {
+            // Best effort: after a publish the name is already gone.
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}

@@ -1,0 +1,561 @@
+//! `Client::download` against the test kit's range server (and nginx when it runs): exact
+//! request plans from the server's log, progress, cancellation, changed objects, overwrite,
+//! empty objects, windows, local files, resume across calls and throttling. Every byte of
+//! every published file is checked against the deterministic content.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use karu::{Client, Config, DownloadOptions, DownloadResult, Locator, OnChange, Status};
+use karu_testkit::content;
+use karu_testkit::server::{RangeServer, etag, versioned_name};
+
+const CHUNK: u64 = 64 << 10;
+
+fn client(options: &[(&str, &str)]) -> Client {
+    let mut config = Config::empty();
+    for (name, value) in options {
+        config.set(name, Some(value)).unwrap();
+    }
+    Client::new(&config).unwrap()
+}
+
+fn object(server: &RangeServer, path: &str) -> Locator {
+    Locator::parse(&server.url(path)).unwrap()
+}
+
+fn options<'a>(chunk_size: u64, parallelism: u64) -> DownloadOptions<'a> {
+    DownloadOptions {
+        chunk_size,
+        parallelism,
+        ..Default::default()
+    }
+}
+
+/// The names left in a directory, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Checks every byte of `path` against `name`'s content from `offset`.
+fn check_file(path: &Path, name: &str, offset: u64, size: u64) {
+    let data = std::fs::read(path).unwrap();
+    assert_eq!(data.len() as u64, size, "{}", path.display());
+    content::check(name, offset, &data).unwrap();
+}
+
+/// The `Range` header of each chunk after the probe, as `(first, last)`, sorted.
+fn chunk_ranges(size: u64, probe: u64, chunk: u64) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut start = probe;
+    while start < size {
+        let end = (start + chunk).min(size);
+        out.push(format!("bytes={start}-{}", end - 1));
+        start = end;
+    }
+    out
+}
+
+fn dest_in(dir: &tempfile::TempDir) -> PathBuf {
+    dir.path().join("out.bin")
+}
+
+#[test]
+fn the_probe_is_unpinned_every_chunk_is_pinned_and_the_window_is_bounded() {
+    let server = RangeServer::start();
+    let size = 20 * CHUNK + 1000;
+    let l = object(&server, &format!("/ok/plan?size={size}&delay_ms=30"));
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let calls = Mutex::new(Vec::new());
+    let result = client(&[])
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                progress: Some(Box::new(|done, total| {
+                    calls.lock().unwrap().push((done, total));
+                    true
+                })),
+                ..options(CHUNK, 4)
+            },
+        )
+        .unwrap();
+    check_file(&dest, "plan", 0, size);
+    assert_eq!(
+        entries(dir.path()),
+        ["out.bin"],
+        "no temporary file is left"
+    );
+
+    let tag = etag("plan", size, 0);
+    let log = server.log();
+    assert_eq!(log[0].range.as_deref(), Some("bytes=0-65535"));
+    assert_eq!(log[0].header("if-match"), None, "the probe is not pinned");
+    assert!(log.iter().all(|r| r.method == "GET"), "no HEAD");
+    let mut ranges: Vec<String> = log[1..]
+        .iter()
+        .map(|r| {
+            assert_eq!(r.header("if-match"), Some(tag.as_str()));
+            assert_eq!(r.status, 206);
+            r.range.clone().unwrap()
+        })
+        .collect();
+    ranges.sort_by_key(|r| r[6..].split('-').next().unwrap().parse::<u64>().unwrap());
+    assert_eq!(ranges, chunk_ranges(size, CHUNK, CHUNK));
+    assert!(server.max_in_flight() <= 4, "{}", server.max_in_flight());
+    assert!(server.max_in_flight() >= 2, "chunks run in parallel");
+
+    let calls = calls.into_inner().unwrap();
+    assert_eq!(calls.len(), 1 + 20, "after the probe and after each chunk");
+    assert_eq!(calls[0], (CHUNK, size));
+    assert!(calls.windows(2).all(|w| w[0].0 < w[1].0 && w[1].1 == size));
+    assert_eq!(calls.last().unwrap().0, size);
+
+    assert_eq!(
+        (result.size, result.downloaded, result.etag.as_deref()),
+        (size, size, Some(tag.as_str()))
+    );
+    assert_eq!(result.requests, 21);
+    assert_eq!(result.received_bytes, size);
+    assert_eq!((result.retries, result.throttled), (0, 0));
+    let p = result.parallelism;
+    assert_eq!((p.min, p.max, p.final_), (4, 4, 4));
+}
+
+#[test]
+fn the_probe_reads_at_most_one_mebibyte() {
+    let server = RangeServer::start();
+    let size = 5 << 20;
+    let l = object(&server, &format!("/ok/big?size={size}"));
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    client(&[])
+        .download(&l, &dest, options(2 << 20, 8))
+        .unwrap();
+    check_file(&dest, "big", 0, size);
+    let mut ranges: Vec<String> = server
+        .log()
+        .iter()
+        .map(|r| r.range.clone().unwrap())
+        .collect();
+    assert_eq!(ranges.remove(0), "bytes=0-1048575");
+    ranges.sort();
+    assert_eq!(ranges, ["bytes=1048576-3145727", "bytes=3145728-5242879"]);
+}
+
+#[test]
+fn a_cancel_from_progress_leaves_nothing_behind() {
+    let server = RangeServer::start();
+    let l = object(&server, &format!("/ok/cancel?size={}", 30 * CHUNK));
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let mut calls = 0;
+    let err = client(&[])
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                progress: Some(Box::new(|_, _| {
+                    calls += 1;
+                    calls < 4
+                })),
+                ..options(CHUNK, 3)
+            },
+        )
+        .unwrap_err();
+    assert_eq!(err.status(), Status::Cancelled);
+    assert_eq!(
+        err.message(),
+        format!(
+            "{}: download cancelled by progress callback",
+            dest.display()
+        )
+    );
+    assert_eq!(calls, 4);
+    assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+}
+
+#[test]
+fn a_change_mid_download_is_precondition_and_publishes_nothing() {
+    let server = RangeServer::start();
+    let size = 10 * CHUNK;
+    let l = object(&server, &format!("/etag-change/moving?size={size}&at=3"));
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let err = client(&[])
+        .download(&l, &dest, options(CHUNK, 1))
+        .unwrap_err();
+    assert_eq!(err.status(), Status::Precondition, "{err}");
+    assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+    let log = server.log();
+    assert_eq!(log.len(), 4, "probe, two chunks, then the 412");
+    assert_eq!(log[3].status, 412);
+}
+
+#[test]
+fn a_change_mid_download_restarts_once_with_on_change_restart() {
+    let server = RangeServer::start();
+    let size = 10 * CHUNK + 7;
+    let l = object(&server, &format!("/etag-change/moving?size={size}&at=3"));
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let result = client(&[])
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                on_change: OnChange::Restart,
+                ..options(CHUNK, 1)
+            },
+        )
+        .unwrap();
+    check_file(&dest, &versioned_name("moving", 1), 0, size);
+    assert_eq!(result.etag, Some(etag("moving", size, 1)));
+    assert_eq!(entries(dir.path()), ["out.bin"]);
+    // The second attempt: an unpinned probe, then every chunk pinned to the new version.
+    let log = server.log();
+    assert_eq!(log.len(), 4 + 1 + 10);
+    assert_eq!(log[4].header("if-match"), None);
+    let tag = etag("moving", size, 1);
+    assert!(
+        log[5..]
+            .iter()
+            .all(|r| r.header("if-match") == Some(tag.as_str()))
+    );
+}
+
+#[test]
+fn a_second_change_fails_even_with_restart() {
+    let server = RangeServer::start();
+    let l = object(
+        &server,
+        &format!("/etag-change/churn?size={}&every=2", 6 * CHUNK),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let err = client(&[])
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                on_change: OnChange::Restart,
+                ..options(CHUNK, 1)
+            },
+        )
+        .unwrap_err();
+    assert_eq!(err.status(), Status::Precondition);
+    assert!(entries(dir.path()).is_empty());
+}
+
+#[test]
+fn an_existing_destination_is_refused_without_overwrite_and_replaced_with_it() {
+    let server = RangeServer::start();
+    let size = 3 * CHUNK;
+    let l = object(&server, &format!("/ok/exists?size={size}"));
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    std::fs::write(&dest, b"keep me").unwrap();
+    let c = client(&[]);
+    let err = c.download(&l, &dest, options(CHUNK, 2)).unwrap_err();
+    assert_eq!(err.status(), Status::Io);
+    assert_eq!(
+        err.message(),
+        format!("{}: destination already exists", dest.display())
+    );
+    assert_eq!(std::fs::read(&dest).unwrap(), b"keep me");
+    assert!(server.log().is_empty(), "refused before any request");
+
+    // A dangling symlink counts as existing too.
+    let link = dir.path().join("link.bin");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &link).unwrap();
+    let err = c.download(&l, &link, options(CHUNK, 2)).unwrap_err();
+    assert_eq!(err.status(), Status::Io);
+
+    // With overwrite the old file is replaced by a rename: a handle to it keeps old bytes.
+    let old = std::fs::File::open(&dest).unwrap();
+    let overwrite = DownloadOptions {
+        overwrite: true,
+        ..options(CHUNK, 2)
+    };
+    c.download(&l, &dest, overwrite).unwrap();
+    check_file(&dest, "exists", 0, size);
+    let mut kept = String::new();
+    std::io::Read::read_to_string(&mut &old, &mut kept).unwrap();
+    assert_eq!(kept, "keep me");
+    assert_eq!(entries(dir.path()), ["link.bin", "out.bin"]);
+}
+
+#[test]
+fn an_empty_object_publishes_an_empty_file_without_progress() {
+    let server = RangeServer::start();
+    let l = object(&server, "/ok/empty?size=0");
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let mut calls = 0;
+    let result = client(&[])
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                progress: Some(Box::new(|_, _| {
+                    calls += 1;
+                    true
+                })),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(calls, 0);
+    assert_eq!((result.size, result.downloaded), (0, 0));
+    assert_eq!(std::fs::metadata(&dest).unwrap().len(), 0);
+    // The probe's `bytes=0-65535` gets a 416 (`bytes */0`); a one-byte stat confirms the
+    // size is 0 rather than a window past the end.
+    assert!(server.log().iter().all(|r| r.status == 416));
+}
+
+#[test]
+fn a_window_downloads_exactly_its_bytes() {
+    let server = RangeServer::start();
+    let l = Locator::parse(&format!(
+        "/vsisubfile/1000_{},{}",
+        4 * CHUNK + 5,
+        server.url(&format!("/ok/win?size={}", 10 * CHUNK))
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let result = client(&[]).download(&l, &dest, options(CHUNK, 4)).unwrap();
+    assert_eq!(result.size, 4 * CHUNK + 5);
+    check_file(&dest, "win", 1000, 4 * CHUNK + 5);
+    let mut ranges: Vec<String> = server
+        .log()
+        .iter()
+        .map(|r| r.range.clone().unwrap())
+        .collect();
+    ranges.sort_by_key(|r| r[6..].split('-').next().unwrap().parse::<u64>().unwrap());
+    let expected: Vec<String> = [0, 1, 2, 3, 4]
+        .iter()
+        .map(|i| {
+            let first = 1000 + i * CHUNK;
+            let last = (first + CHUNK).min(1000 + 4 * CHUNK + 5) - 1;
+            format!("bytes={first}-{last}")
+        })
+        .collect();
+    assert_eq!(ranges, expected);
+}
+
+#[test]
+fn a_local_file_downloads_through_positional_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source.bin");
+    let size = 7 * CHUNK + 3;
+    content::write_file(&source, "local", size).unwrap();
+    let dest = dir.path().join("copy.bin");
+    let l = Locator::parse(source.to_str().unwrap()).unwrap();
+    let result = client(&[]).download(&l, &dest, options(CHUNK, 3)).unwrap();
+    check_file(&dest, "local", 0, size);
+    assert_eq!(result.etag, None);
+    assert_eq!(result.requests, 1 + 7);
+    assert_eq!(entries(dir.path()), ["copy.bin", "source.bin"]);
+}
+
+/// Downloads with `resume`, cancelling after `stop` progress calls.
+fn interrupted(c: &Client, l: &Locator, dest: &Path, stop: usize) {
+    let mut calls = 0;
+    let err = c
+        .download(
+            l,
+            dest,
+            DownloadOptions {
+                resume: true,
+                progress: Some(Box::new(|_, _| {
+                    calls += 1;
+                    calls < stop
+                })),
+                ..options(CHUNK, 1)
+            },
+        )
+        .unwrap_err();
+    assert_eq!(err.status(), Status::Cancelled);
+}
+
+fn resumed(c: &Client, l: &Locator, dest: &Path) -> DownloadResult {
+    let resume = DownloadOptions {
+        resume: true,
+        ..options(CHUNK, 4)
+    };
+    c.download(l, dest, resume).unwrap()
+}
+
+#[test]
+fn resume_fetches_only_the_missing_chunks() {
+    let server = RangeServer::start();
+    let size = 12 * CHUNK + 99;
+    server.register("resume", size);
+    let l = object(&server, "/ok/resume");
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let c = client(&[]);
+    // The probe and four chunks are written, then the fifth progress call cancels.
+    interrupted(&c, &l, &dest, 5);
+    let left = entries(dir.path());
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(left.iter().any(|n| n == "out.bin.karu.resume"));
+    assert!(left.iter().any(|n| n.starts_with("out.bin.karu.part.")));
+    assert!(!dest.exists());
+
+    server.clear_log();
+    let result = resumed(&c, &l, &dest);
+    check_file(&dest, "resume", 0, size);
+    assert_eq!(entries(dir.path()), ["out.bin"]);
+    assert_eq!(result.resumed_chunks, 4);
+    assert_eq!(result.downloaded, size);
+    let log = server.log();
+    assert_eq!(log[0].range.as_deref(), Some("bytes=0-65535"));
+    let mut ranges: Vec<String> = log[1..].iter().map(|r| r.range.clone().unwrap()).collect();
+    ranges.sort_by_key(|r| r[6..].split('-').next().unwrap().parse::<u64>().unwrap());
+    assert_eq!(ranges, chunk_ranges(size, 5 * CHUNK, CHUNK));
+}
+
+#[test]
+fn resume_starts_over_when_the_object_changed() {
+    let server = RangeServer::start();
+    let size = 8 * CHUNK;
+    server.register("changes", size);
+    let l = object(&server, "/ok/changes");
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let c = client(&[]);
+    interrupted(&c, &l, &dest, 3);
+    server.set_version("changes", 1);
+    server.clear_log();
+    let result = resumed(&c, &l, &dest);
+    check_file(&dest, &versioned_name("changes", 1), 0, size);
+    assert_eq!(result.resumed_chunks, 0);
+    assert_eq!(server.log().len(), 8, "every chunk again");
+    assert_eq!(
+        entries(dir.path()),
+        ["out.bin"],
+        "the old temporary file is gone"
+    );
+}
+
+#[test]
+fn a_429_storm_lowers_parallelism_which_then_recovers() {
+    let server = RangeServer::start();
+    let size = 64 * 16384;
+    let storm = 12;
+    let path = format!("/status/storm?size={size}&code=429&times={storm}&retry_after=0");
+    let l = object(&server, &path);
+    // The storm must hit the chunks, not the probe: a patient read absorbs it first, and
+    // the counters restart once the probe is done.
+    client(&[("KARU_MAX_ATTEMPTS", "16")])
+        .read(&l, 0, 1)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let mut first = true;
+    let result = client(&[])
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                progress: Some(Box::new(|_, _| {
+                    if std::mem::take(&mut first) {
+                        server.reset_counters();
+                    }
+                    true
+                })),
+                ..options(16384, 8)
+            },
+        )
+        .unwrap();
+    check_file(&dest, "storm", 0, size);
+    assert_eq!(result.throttled, storm);
+    let p = result.parallelism;
+    assert_eq!(p.max, 8);
+    assert!(p.min < 8, "{p:?}");
+    assert!(p.final_ > p.min, "{p:?}");
+    assert_eq!(entries(dir.path()), ["out.bin"]);
+}
+
+#[test]
+fn bad_arguments_are_invalid_with_the_spec_messages() {
+    let c = client(&[]);
+    let l = Locator::parse("/nonexistent/file").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let message = |d: &Path, o: DownloadOptions<'_>| {
+        let e = c.download(&l, d, o).unwrap_err();
+        assert_eq!(e.status(), Status::Invalid);
+        e.message().to_owned()
+    };
+    assert_eq!(
+        message(Path::new(""), DownloadOptions::default()),
+        "karu_client_download: destination is empty"
+    );
+    for chunk in [0, u64::MAX] {
+        assert_eq!(
+            message(&dest, options(chunk, 1)),
+            "karu_client_download: chunk_size must be nonzero and finite"
+        );
+    }
+    assert_eq!(
+        message(&dest, options(1, 0)),
+        "karu_client_download: parallelism is outside the supported range"
+    );
+    assert_eq!(
+        message(&dest, options(1 << 40, 1 << 30)),
+        "karu_client_download: chunk_size times parallelism is too large"
+    );
+    assert!(entries(dir.path()).is_empty());
+}
+
+#[test]
+fn download_async_runs_on_any_executor() {
+    let server = RangeServer::start();
+    let size = 5 * CHUNK;
+    let l = object(&server, &format!("/ok/async?size={size}"));
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let c = client(&[]);
+    let future = c.download_async(&l, &dest, options(CHUNK, 2));
+    fn send<T: Send>(t: T) -> T {
+        t
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let result = runtime.block_on(send(future)).unwrap();
+    assert_eq!(result.downloaded, size);
+    check_file(&dest, "async", 0, size);
+}
+
+/// nginx (started by `scripts/nginx.sh`): `large.bin` in 1 MiB chunks, pinned to nginx's ETag.
+#[test]
+fn downloads_from_nginx() {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let Some(url) = var("KARU_TEST_NGINX_URL") else {
+        if var("CI").is_some() {
+            panic!("KARU_TEST_NGINX_URL is not set but CI is: the nginx tests must run in CI");
+        }
+        eprintln!("skipped: KARU_TEST_NGINX_URL is not set (run `bash scripts/test.sh`)");
+        return;
+    };
+    let (name, size) = ("large.bin", 16_777_219);
+    let l = Locator::parse(&format!("{}/{name}", url.trim_end_matches('/'))).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let result = client(&[])
+        .download(&l, &dest, options(1 << 20, 4))
+        .unwrap();
+    check_file(&dest, name, 0, size);
+    assert!(result.etag.is_some(), "nginx sends a strong ETag");
+    assert_eq!(result.requests, 17);
+}
