@@ -158,12 +158,22 @@ pub unsafe extern "C" fn karu_client_read_ends(
 
 /// The download options after the checks of spec §6.1.
 struct DownloadOptions {
-    _chunk_size: u64,
-    _parallelism: u64,
-    _overwrite: bool,
-    _progress: karu_download_progress,
-    _progress_user_data: *mut c_void,
+    chunk_size: u64,
+    parallelism: u64,
+    overwrite: bool,
+    progress: karu_download_progress,
+    progress_user_data: *mut c_void,
 }
+
+/// A C progress callback with its user data, callable from the downloading thread.
+struct ProgressFn {
+    callback: unsafe extern "C" fn(*mut c_void, u64, u64) -> c_int,
+    user_data: *mut c_void,
+}
+
+// SAFETY: the callback runs on the thread that called `karu_client_download` (the download
+// blocks it) or on a karu thread, as the C contract allows; the user data is the caller's.
+unsafe impl Send for ProgressFn {}
 
 /// Checks download options (spec §6.1 item 4); NULL means all defaults.
 ///
@@ -174,11 +184,11 @@ unsafe fn download_options(
     options: *const karu_download_options,
 ) -> Result<DownloadOptions, c_int> {
     let mut o = DownloadOptions {
-        _chunk_size: KARU_DOWNLOAD_CHUNK_SIZE_DEFAULT,
-        _parallelism: KARU_DOWNLOAD_PARALLELISM_DEFAULT,
-        _overwrite: false,
-        _progress: None,
-        _progress_user_data: std::ptr::null_mut(),
+        chunk_size: KARU_DOWNLOAD_CHUNK_SIZE_DEFAULT,
+        parallelism: KARU_DOWNLOAD_PARALLELISM_DEFAULT,
+        overwrite: false,
+        progress: None,
+        progress_user_data: std::ptr::null_mut(),
     };
     let invalid = |m: &str| Err(error::fail(Status::Invalid, format!("{call}: {m}")));
     if options.is_null() {
@@ -192,43 +202,80 @@ unsafe fn download_options(
     let covers = |offset: usize, len: usize| offset + len <= size;
     // SAFETY: each field is read only when inside `struct_size`.
     unsafe {
-        o._chunk_size = (&raw const (*options).chunk_size).read();
+        o.chunk_size = (&raw const (*options).chunk_size).read();
         if covers(offset_of!(karu_download_options, parallelism), 8) {
-            o._parallelism = (&raw const (*options).parallelism).read();
+            o.parallelism = (&raw const (*options).parallelism).read();
         }
         let mut overwrite = 0;
         if covers(offset_of!(karu_download_options, overwrite), 4) {
             overwrite = (&raw const (*options).overwrite).read();
         }
         if covers(offset_of!(karu_download_options, progress), 8) {
-            o._progress = (&raw const (*options).progress).read();
+            o.progress = (&raw const (*options).progress).read();
         }
         if covers(offset_of!(karu_download_options, progress_user_data), 8) {
-            o._progress_user_data = (&raw const (*options).progress_user_data).read();
+            o.progress_user_data = (&raw const (*options).progress_user_data).read();
         }
         if overwrite != 0 && overwrite != 1 {
             return invalid("overwrite must be zero or one");
         }
-        o._overwrite = overwrite == 1;
+        o.overwrite = overwrite == 1;
     }
-    if o._chunk_size == 0 || o._chunk_size == u64::MAX {
-        return invalid("chunk_size must be nonzero and finite");
-    }
-    if o._parallelism == 0 || usize::try_from(o._parallelism).is_err() {
-        return invalid("parallelism is outside the supported range");
-    }
-    let fits = usize::try_from(o._chunk_size)
-        .ok()
-        .and_then(|c| c.checked_mul(o._parallelism as usize))
-        .is_some();
-    if !fits {
-        return invalid("chunk_size times parallelism is too large");
-    }
+    // The numeric checks are the Rust API's own (same messages).
+    let rust = karu_core::DownloadOptions {
+        chunk_size: o.chunk_size,
+        parallelism: o.parallelism,
+        ..Default::default()
+    };
+    rust.validate().map_err(|e| error::from(&e))?;
     Ok(o)
 }
 
-/// Downloads a whole object to `destination` (spec §6). The arguments are checked as §6.1
-/// describes; the download itself is not built yet and returns `KARU_ERR_UNSUPPORTED`.
+/// Writes the fields of a download result that `struct_size` covers; the ETag only when all
+/// 256 bytes fit (empty when it has 256 bytes or more).
+///
+/// # Safety
+/// `out` points to at least `struct_size` writable bytes, `struct_size >= 16`.
+unsafe fn write_result(out: *mut karu_download_result, r: &karu_core::DownloadResult) {
+    // SAFETY: guaranteed by the caller.
+    let size = unsafe { (&raw const (*out).struct_size).read() };
+    let values = [
+        r.size,
+        r.downloaded,
+        r.received_bytes,
+        r.retries,
+        r.throttled,
+        r.new_connections,
+        r.resumed,
+        r.credential_refreshes,
+    ];
+    for (i, v) in values.into_iter().enumerate() {
+        let offset = 8 + 8 * i;
+        if offset + 8 <= size {
+            // SAFETY: inside the caller's `struct_size` bytes.
+            unsafe {
+                out.cast::<u8>()
+                    .add(offset)
+                    .cast::<u64>()
+                    .write_unaligned(v)
+            };
+        }
+    }
+    if offset_of!(karu_download_result, etag) + 256 <= size {
+        let mut etag = [0 as c_char; 256];
+        let tag = r.etag.as_deref().unwrap_or("").as_bytes();
+        if tag.len() < 256 && !tag.contains(&0) {
+            for (d, s) in etag.iter_mut().zip(tag) {
+                *d = *s as c_char;
+            }
+        }
+        // SAFETY: the whole array is inside `struct_size`.
+        unsafe { (&raw mut (*out).etag).write_unaligned(etag) };
+    }
+}
+
+/// Downloads the whole visible object to `destination` (spec §6): checks the arguments as
+/// §6.1 describes, then runs `Client::download`. On failure the result is left untouched.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn karu_client_download(
     client: *mut karu_client,
@@ -243,7 +290,8 @@ pub unsafe extern "C" fn karu_client_download(
         return error::fail(Status::Invalid, format!("{CALL}: null argument"));
     }
     // SAFETY: a C string (C contract).
-    if unsafe { *destination } == 0 {
+    let destination = unsafe { core::ffi::CStr::from_ptr(destination) };
+    if destination.is_empty() {
         return error::fail(Status::Invalid, format!("{CALL}: destination is empty"));
     }
     // SAFETY: the first field of a non-NULL result is readable (C contract).
@@ -254,11 +302,52 @@ pub unsafe extern "C" fn karu_client_download(
         );
     }
     // SAFETY: forwarded C contract.
-    if let Err(status) = unsafe { download_options(CALL, options) } {
-        return status;
+    let o = match unsafe { download_options(CALL, options) } {
+        Ok(o) => o,
+        Err(status) => return status,
+    };
+    let progress = o.progress.map(|callback| {
+        let f = ProgressFn {
+            callback,
+            user_data: o.progress_user_data,
+        };
+        Box::new(move |done: u64, total: u64| {
+            let f = &f;
+            // SAFETY: the caller's callback with its own user data (C contract).
+            unsafe { (f.callback)(f.user_data, done, total) != 0 }
+        }) as karu_core::Progress<'_>
+    });
+    let options = karu_core::DownloadOptions {
+        chunk_size: o.chunk_size,
+        parallelism: o.parallelism,
+        overwrite: o.overwrite,
+        progress,
+        ..Default::default()
+    };
+    let path = path_of(destination);
+    // SAFETY: live client and locator (C contract).
+    let (client, locator) = unsafe { (&(*client).client, &(*locator).locator) };
+    match client.download(locator, &path, options) {
+        Ok(result) => {
+            if !out_result.is_null() {
+                // SAFETY: checked above.
+                unsafe { write_result(out_result, &result) };
+            }
+            KARU_OK
+        }
+        Err(e) => error::from(&e),
     }
-    error::fail(
-        Status::Unsupported,
-        format!("{CALL}: whole-object download is not built into this karu yet"),
-    )
+}
+
+/// A destination path from its C bytes.
+#[cfg(unix)]
+fn path_of(p: &core::ffi::CStr) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::OsStr::from_bytes(p.to_bytes()).into()
+}
+
+/// A destination path from its C bytes (UTF-8 expected off Unix).
+#[cfg(not(unix))]
+fn path_of(p: &core::ffi::CStr) -> std::path::PathBuf {
+    p.to_string_lossy().into_owned().into()
 }

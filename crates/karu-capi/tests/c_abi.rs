@@ -12,7 +12,11 @@ use karu_testkit::server::RangeServer;
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     // target/<profile>/deps/c_abi-<hash>
-    let dir = exe.parent().and_then(Path::parent).expect("target dir").to_path_buf();
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf();
     assert!(
         dir.join("libkaru.so").exists() || dir.join("libkaru.dylib").exists(),
         "libkaru not built in {}",
@@ -26,27 +30,39 @@ fn crate_dir() -> &'static Path {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("c-abi-{name}-{}", std::process::id()));
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("c-abi-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
 }
 
 fn have(tool: &str) -> bool {
-    Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// Compiles `tests/c/<name>.c` (plus extra arguments) into `out`, panicking with gcc's output.
 fn compile_with(name: &str, out: &Path, link: &[String]) {
     let lib = lib_dir();
     let mut cmd = Command::new("gcc");
-    cmd.args(["-std=c11", "-D_GNU_SOURCE", "-g", "-O1", "-Wall", "-Wextra", "-Werror"])
-        .arg("-I")
-        .arg(crate_dir().join("include"))
-        .arg(crate_dir().join(format!("tests/c/{name}.c")))
-        .arg("-o")
-        .arg(out)
-        .args(link)
-        .arg("-lpthread");
+    cmd.args([
+        "-std=c11",
+        "-D_GNU_SOURCE",
+        "-g",
+        "-O1",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+    ])
+    .arg("-I")
+    .arg(crate_dir().join("include"))
+    .arg(crate_dir().join(format!("tests/c/{name}.c")))
+    .arg("-o")
+    .arg(out)
+    .args(link)
+    .arg("-lpthread");
     let _ = lib;
     let output = cmd.output().expect("run gcc");
     assert!(
@@ -90,7 +106,11 @@ fn run(program: &Path, args: &[&str], wrapper: &[&str]) {
         "{} failed ({}):\n{}\n{}",
         program.display(),
         output.status,
-        stdout.lines().filter(|l| l.starts_with("FAIL")).collect::<Vec<_>>().join("\n"),
+        stdout
+            .lines()
+            .filter(|l| l.starts_with("FAIL"))
+            .collect::<Vec<_>>()
+            .join("\n"),
         stderr
     );
 }
@@ -143,7 +163,11 @@ fn http() {
     let dir = scratch("http");
     let (_server, base, copy) = server(&dir);
     let program = compile("http", &dir);
-    run(&program, &[&base, copy.to_str().unwrap()], &[]);
+    run(
+        &program,
+        &[&base, copy.to_str().unwrap(), dir.to_str().unwrap()],
+        &[],
+    );
 }
 
 #[test]
@@ -167,7 +191,10 @@ fn readme_example() {
 #[test]
 fn valgrind() {
     if !have("valgrind") {
-        assert!(std::env::var_os("CI").is_none(), "valgrind is required in CI");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "valgrind is required in CI"
+        );
         println!("skipped: valgrind is not installed");
         return;
     }
@@ -184,6 +211,10 @@ fn valgrind() {
     let api = compile("api", &dir);
     run(&api, &[dir.to_str().unwrap()], &memcheck);
     let http = compile("http", &dir);
-    run(&http, &[&base, copy.to_str().unwrap()], &memcheck);
+    run(
+        &http,
+        &[&base, copy.to_str().unwrap(), dir.to_str().unwrap()],
+        &memcheck,
+    );
     let _ = Duration::ZERO;
 }

@@ -327,7 +327,22 @@ static void probes(karu_client *client) {
   karu_status s = karu_client_download(client, loc, dest, &o, &r);
   CHECK(s != KARU_ERR_INVALID, "fields beyond struct_size take their defaults (%d '%s')", s,
         karu_last_error());
-  CHECK(s == KARU_OK || s == KARU_ERR_UNSUPPORTED, "download result %d '%s'", s, karu_last_error());
+  CHECK(s == KARU_OK && r.size == FILE_SIZE && r.downloaded == FILE_SIZE && r.etag[0] == 0,
+        "local download: %d '%s', size %llu", s, karu_last_error(), (unsigned long long)r.size);
+  static unsigned char back[FILE_SIZE];
+  FILE *f = fopen(dest, "rb");
+  CHECK(f && fread(back, 1, FILE_SIZE, f) == FILE_SIZE && memcmp(back, expected, FILE_SIZE) == 0,
+        "the downloaded file has the object's bytes");
+  if (f) fclose(f);
+  EXPECT(karu_client_download(client, loc, dest, NULL, NULL), KARU_ERR_IO, dest);
+  CHECK(strstr(karu_last_error(), "destination already exists") != NULL,
+        "no overwrite by default: '%s'", karu_last_error());
+  remove(dest);
+  EXPECT_OK(karu_client_download(client, win, dest, NULL, NULL));
+  f = fopen(dest, "rb");
+  CHECK(f && fread(back, 1, FILE_SIZE, f) == FILE_SIZE - 10 && memcmp(back, expected + 10, FILE_SIZE - 10) == 0,
+        "a window downloads exactly its bytes");
+  if (f) fclose(f);
   remove(dest);
   karu_locator_free(loc);
   karu_locator_free(win);

@@ -1,5 +1,5 @@
 /* Batches, probes and cancellation against the HTTP test server (karu_testkit RangeServer).
- * Usage: http <base URL> <local copy of obj.bin> */
+ * Usage: http <base URL> <local copy of obj.bin> <scratch directory> */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -67,7 +67,62 @@ static void probes(karu_client *client) {
   karu_download_result r = KARU_DOWNLOAD_RESULT_INIT;
   loc = resolve("ok/obj.bin");
   karu_status s = karu_client_download(client, loc, "/nonexistent-dir/x/y", NULL, &r);
-  CHECK(s != KARU_OK, "download into a missing directory fails: %d '%s'", s, karu_last_error());
+  CHECK(s == KARU_ERR_IO && r.size == 0, "download into a missing directory: IO, result untouched (%d '%s')",
+        s, karu_last_error());
+  karu_locator_free(loc);
+}
+
+struct progress { int calls; uint64_t last_done, last_total; int cancel_after; };
+static int on_progress(void *ud, uint64_t done, uint64_t total) {
+  struct progress *p = ud;
+  p->calls++;
+  p->last_done = done;
+  p->last_total = total;
+  return p->cancel_after == 0 || p->calls < p->cancel_after;
+}
+
+static int same_file(const char *path, uint64_t n) {
+  unsigned char *back = malloc(n + 1);
+  FILE *f = fopen(path, "rb");
+  int ok = f && fread(back, 1, n + 1, f) == n && memcmp(back, expected, n) == 0;
+  if (f) fclose(f);
+  free(back);
+  return ok;
+}
+
+static void download(karu_client *client, const char *dir) {
+  char dest[4096];
+  snprintf(dest, sizeof dest, "%s/downloaded.bin", dir);
+  remove(dest);
+  karu_locator *loc = resolve("ok/obj.bin");
+  struct progress p = {0, 0, 0, 0};
+  karu_download_options o = KARU_DOWNLOAD_OPTIONS_INIT;
+  o.chunk_size = 256 * 1024;
+  o.parallelism = 3;
+  o.progress = on_progress;
+  o.progress_user_data = &p;
+  karu_download_result r = KARU_DOWNLOAD_RESULT_INIT;
+  EXPECT_OK(karu_client_download(client, loc, dest, &o, &r));
+  CHECK(r.size == SIZE && r.downloaded == SIZE && strcmp(r.etag, etag) == 0 &&
+            r.received_bytes >= SIZE,
+        "download result: size %llu downloaded %llu etag %s", (unsigned long long)r.size,
+        (unsigned long long)r.downloaded, r.etag);
+  CHECK(same_file(dest, SIZE), "downloaded file equals the object");
+  CHECK(p.calls >= 2 && p.last_done == SIZE && p.last_total == SIZE, "progress called %d times, last %llu/%llu",
+        p.calls, (unsigned long long)p.last_done, (unsigned long long)p.last_total);
+  EXPECT(karu_client_download(client, loc, dest, NULL, NULL), KARU_ERR_IO, dest);
+  o.overwrite = 1;
+  o.progress = NULL;
+  struct { size_t struct_size; uint64_t size; uint64_t canary; } small = {16, 0, 5};
+  EXPECT_OK(karu_client_download(client, loc, dest, &o, (karu_download_result *)&small));
+  CHECK(small.size == SIZE && small.canary == 5, "overwrite, result through a 16-byte struct");
+  remove(dest);
+  p = (struct progress){0, 0, 0, 2};
+  o.progress = on_progress;
+  EXPECT(karu_client_download(client, loc, dest, &o, &r), KARU_ERR_CANCELLED, dest);
+  FILE *f = fopen(dest, "rb");
+  CHECK(f == NULL, "a cancelled download publishes nothing ('%s')", karu_last_error());
+  if (f) fclose(f);
   karu_locator_free(loc);
 }
 
@@ -219,7 +274,7 @@ static void cancellation(karu_client *client) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3) { fprintf(stderr, "usage: http <base URL> <local copy>\n"); return 2; }
+  if (argc < 4) { fprintf(stderr, "usage: http <base URL> <local copy> <scratch dir>\n"); return 2; }
   base = argv[1];
   expected = malloc(SIZE);
   FILE *f = fopen(argv[2], "rb");
@@ -235,6 +290,7 @@ int main(int argc, char **argv) {
   batches(client);
   threads(client);
   cancellation(client);
+  download(client, argv[3]);
   karu_client_free(client);
   free(expected);
   DONE();
