@@ -696,8 +696,8 @@ karu_status karu_client_read_ends(struct karu_client *client,
                                   struct karu_object_info *out);
 
 /*
- Downloads a whole object to `destination` (spec §6). The arguments are checked as §6.1
- describes; the download itself is not built yet and returns `KARU_ERR_UNSUPPORTED`.
+ Downloads the whole visible object to `destination` (spec §6): checks the arguments as
+ §6.1 describes, then runs `Client::download`. On failure the result is left untouched.
  */
 KARU_API
 karu_status karu_client_download(struct karu_client *client,
