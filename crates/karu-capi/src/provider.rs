@@ -123,3 +123,176 @@ impl Drop for CProvider {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The C callback seen through the Rust API: karu's credential workers call exactly
+    //! this (`Settings::credentials_provider(kind).credentials(kind, path)`) per canonical
+    //! path. End-to-end invocation by a signed backend needs the S3 backend.
+
+    use core::ffi::{CStr, c_char, c_void};
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use karu_core::{CredentialsKind, Status};
+
+    use crate::types::*;
+    use crate::*;
+
+    struct State {
+        calls: Mutex<Vec<(i32, String)>>,
+        status: karu_status,
+        expires_at: i64,
+        released: AtomicUsize,
+    }
+
+    unsafe extern "C" fn callback(
+        user_data: *mut c_void,
+        kind: karu_credentials_kind,
+        path: *const c_char,
+        out: *mut karu_credentials,
+    ) -> karu_status {
+        // SAFETY: the test passes a live `State`, karu a C string and a writable struct.
+        unsafe {
+            let state = &*(user_data as *const State);
+            let path = CStr::from_ptr(path).to_string_lossy().into_owned();
+            state.calls.lock().unwrap().push((kind, path));
+            (*out).access_key_id = c"AKID".as_ptr();
+            (*out).secret_access_key = c"SECRET".as_ptr();
+            (*out).session_token = std::ptr::null();
+            (*out).cache_prefix = c"/vsis3/bucket".as_ptr();
+            (*out).expires_at = state.expires_at;
+            state.status
+        }
+    }
+
+    unsafe extern "C" fn release(user_data: *mut c_void) {
+        // SAFETY: the test's live `State`.
+        unsafe { &*(user_data as *const State) }
+            .released
+            .fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn state(status: karu_status, expires_at: i64) -> Box<State> {
+        Box::new(State {
+            calls: Mutex::new(Vec::new()),
+            status,
+            expires_at,
+            released: AtomicUsize::new(0),
+        })
+    }
+
+    /// A client whose AWS provider is `state`'s callback; the builder is already freed.
+    fn client_with(state: &State) -> *mut karu_client {
+        let mut config = std::ptr::null_mut();
+        let mut client = std::ptr::null_mut();
+        // SAFETY: plain use of the C API with valid pointers.
+        unsafe {
+            assert_eq!(karu_config_create_empty(&mut config), KARU_OK);
+            let ud = state as *const State as *mut c_void;
+            let s = karu_config_set_credentials_provider(
+                config,
+                KARU_CREDENTIALS_AWS,
+                Some(callback),
+                ud,
+                Some(release),
+            );
+            assert_eq!(s, KARU_OK);
+            assert_eq!(karu_client_create(config, &mut client), KARU_OK);
+            karu_config_free(config);
+        }
+        client
+    }
+
+    #[test]
+    fn provider_is_called_per_path_and_converted() {
+        let state = state(KARU_OK, 1_900_000_000);
+        let client = client_with(&state);
+        // SAFETY: a live client from `client_with`.
+        let settings = unsafe { (*client).client.settings().clone() };
+        let provider = settings
+            .credentials_provider(CredentialsKind::Aws)
+            .expect("installed");
+        assert!(
+            settings
+                .credentials_provider(CredentialsKind::Gcs)
+                .is_none()
+        );
+        let c = provider
+            .credentials(CredentialsKind::Aws, "/vsis3/bucket/a")
+            .unwrap();
+        provider
+            .credentials(CredentialsKind::Aws, "/vsis3/bucket/b")
+            .unwrap();
+        assert_eq!(
+            *state.calls.lock().unwrap(),
+            [
+                (KARU_CREDENTIALS_AWS, "/vsis3/bucket/a".to_string()),
+                (KARU_CREDENTIALS_AWS, "/vsis3/bucket/b".to_string())
+            ]
+        );
+        assert_eq!(c.access_key_id, "AKID");
+        assert_eq!(c.secret_access_key, "SECRET");
+        assert_eq!(c.session_token, "");
+        assert_eq!(c.cache_prefix.as_deref(), Some("/vsis3/bucket"));
+        assert_eq!(
+            c.expires_at,
+            Some(UNIX_EPOCH + Duration::from_secs(1_900_000_000))
+        );
+        drop(provider);
+        drop(settings);
+        assert_eq!(state.released.load(Ordering::SeqCst), 0);
+        // SAFETY: the client is freed once.
+        unsafe { karu_client_free(client) };
+        assert_eq!(
+            state.released.load(Ordering::SeqCst),
+            1,
+            "released exactly once"
+        );
+    }
+
+    #[test]
+    fn provider_failures_keep_failure_statuses() {
+        for (returned, expected) in [
+            (KARU_ERR_AUTH, Status::Auth),
+            (KARU_ERR_CREDENTIALS, Status::Credentials),
+            (KARU_END, Status::Credentials),
+            (3, Status::Credentials),
+            (-99, Status::Credentials),
+        ] {
+            let state = state(returned, 0);
+            let client = client_with(&state);
+            // SAFETY: a live client from `client_with`.
+            let provider = unsafe { (*client).client.settings() }
+                .credentials_provider(CredentialsKind::Aws)
+                .unwrap();
+            let e = provider
+                .credentials(CredentialsKind::Aws, "/vsis3/b/k")
+                .unwrap_err();
+            assert_eq!(e.status(), expected, "callback returned {returned}");
+            assert!(e.message().starts_with("/vsis3/b/k: "), "{}", e.message());
+            drop(provider);
+            // SAFETY: freed once.
+            unsafe { karu_client_free(client) };
+            assert_eq!(state.released.load(Ordering::SeqCst), 1);
+        }
+    }
+
+    #[test]
+    fn no_expiry_and_empty_prefix_mean_none() {
+        let state = state(KARU_OK, 0);
+        let client = client_with(&state);
+        // SAFETY: a live client.
+        let provider = unsafe { (*client).client.settings() }
+            .credentials_provider(CredentialsKind::Aws)
+            .unwrap();
+        let c = provider
+            .credentials(CredentialsKind::Aws, "/vsis3/b/k")
+            .unwrap();
+        assert_eq!(c.expires_at, None);
+        drop(provider);
+        // SAFETY: freed once.
+        unsafe { karu_client_free(client) };
+    }
+}

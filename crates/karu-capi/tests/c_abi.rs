@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 use karu_testkit::server::RangeServer;
 
@@ -45,7 +44,6 @@ fn have(tool: &str) -> bool {
 
 /// Compiles `tests/c/<name>.c` (plus extra arguments) into `out`, panicking with gcc's output.
 fn compile_with(name: &str, out: &Path, link: &[String]) {
-    let lib = lib_dir();
     let mut cmd = Command::new("gcc");
     cmd.args([
         "-std=c11",
@@ -63,7 +61,6 @@ fn compile_with(name: &str, out: &Path, link: &[String]) {
     .arg(out)
     .args(link)
     .arg("-lpthread");
-    let _ = lib;
     let output = cmd.output().expect("run gcc");
     assert!(
         output.status.success(),
@@ -88,8 +85,8 @@ fn compile(name: &str, dir: &Path) -> PathBuf {
     out
 }
 
-/// Runs a program and asserts success, printing its check lines.
-fn run(program: &Path, args: &[&str], wrapper: &[&str]) {
+/// Runs a program and asserts success, printing its check lines; returns its stdout.
+fn run(program: &Path, args: &[&str], wrapper: &[&str]) -> String {
     let mut cmd = if let Some((first, rest)) = wrapper.split_first() {
         let mut c = Command::new(first);
         c.args(rest).arg(program);
@@ -113,6 +110,7 @@ fn run(program: &Path, args: &[&str], wrapper: &[&str]) {
             .join("\n"),
         stderr
     );
+    stdout.into_owned()
 }
 
 /// The HTTP test server with the objects the C programs read, and a local copy of
@@ -178,13 +176,132 @@ fn fork() {
     run(&program, &[&base, copy.to_str().unwrap()], &[]);
 }
 
+/// The ten-line example of README.md, compiled as written, against the shared library.
+fn readme_example_source(dir: &Path) -> PathBuf {
+    let readme = std::fs::read_to_string(crate_dir().join("README.md")).expect("README.md");
+    let start = readme.find("```c\n").expect("a C block in README.md") + 5;
+    let len = readme[start..].find("```").expect("closed C block");
+    let source = &readme[start..start + len];
+    assert!(
+        source.lines().count() <= 11,
+        "the README example stays about ten lines"
+    );
+    let path = dir.join("example.c");
+    std::fs::write(&path, source).expect("write example.c");
+    path
+}
+
 #[test]
 fn readme_example() {
     let dir = scratch("readme");
-    let program = compile("readme_example", &dir);
+    let source = readme_example_source(&dir);
+    let program = dir.join("example");
+    let lib = lib_dir();
+    let status = Command::new("gcc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(crate_dir().join("include"))
+        .arg(&source)
+        .arg("-o")
+        .arg(&program)
+        .arg(format!("-L{}", lib.display()))
+        .arg("-lkaru")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .status()
+        .expect("run gcc");
+    assert!(status.success(), "the README example compiles");
     let data = dir.join("hello.txt");
     std::fs::write(&data, b"hello, ranges").unwrap();
-    run(&program, &[data.to_str().unwrap()], &[]);
+    let out = run(&program, &[data.to_str().unwrap()], &[]);
+    assert_eq!(out.trim(), "read: ranges");
+}
+
+/// Installs header, library and karu.pc into a scratch prefix the way README.md says, and
+/// builds the README example with `pkg-config --cflags --libs karu`, both include spellings.
+#[test]
+fn pkg_config_install() {
+    if !have("pkg-config") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "pkg-config is required in CI"
+        );
+        println!("skipped: pkg-config is not installed");
+        return;
+    }
+    let dir = scratch("pkgconfig");
+    let prefix = dir.join("prefix");
+    let lib = lib_dir();
+    for sub in ["include/karu", "lib/pkgconfig"] {
+        std::fs::create_dir_all(prefix.join(sub)).unwrap();
+    }
+    std::fs::copy(
+        crate_dir().join("include/karu.h"),
+        prefix.join("include/karu/karu.h"),
+    )
+    .unwrap();
+    std::fs::copy(lib.join("libkaru.so"), prefix.join("lib/libkaru.so")).unwrap();
+    let pc = std::fs::read_to_string(crate_dir().join("karu.pc")).unwrap();
+    let pc = pc.replace("prefix=/usr/local", &format!("prefix={}", prefix.display()));
+    std::fs::write(prefix.join("lib/pkgconfig/karu.pc"), pc).unwrap();
+    let flags = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "karu"])
+        .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+        .output()
+        .expect("run pkg-config");
+    assert!(flags.status.success(), "pkg-config knows karu");
+    let flags = String::from_utf8(flags.stdout).unwrap();
+    let source = readme_example_source(&dir);
+    let spelled = dir.join("example-karu-karu.c");
+    let text = std::fs::read_to_string(&source).unwrap();
+    std::fs::write(&spelled, text.replace("<karu.h>", "<karu/karu.h>")).unwrap();
+    for (i, src) in [source, spelled].iter().enumerate() {
+        let program = dir.join(format!("example-{i}"));
+        let status = Command::new("gcc")
+            .arg(src)
+            .arg("-o")
+            .arg(&program)
+            .args(flags.split_whitespace())
+            .arg(format!("-Wl,-rpath,{}", prefix.join("lib").display()))
+            .status()
+            .expect("run gcc");
+        assert!(status.success(), "example {i} builds with pkg-config flags");
+        let data = dir.join("hello.txt");
+        std::fs::write(&data, b"hello, ranges").unwrap();
+        assert_eq!(
+            run(&program, &[data.to_str().unwrap()], &[]).trim(),
+            "read: ranges"
+        );
+    }
+}
+
+/// The header compiles as C++ too (`extern "C"`), where a C++ compiler is installed.
+#[test]
+fn header_compiles_as_cxx() {
+    if !have("g++") {
+        println!("skipped: g++ is not installed");
+        return;
+    }
+    let dir = scratch("cxx");
+    let source = dir.join("use.cpp");
+    std::fs::write(
+        &source,
+        "#include \"karu.h\"\nstatic_assert(sizeof(karu_req) == 48, \"req\");\n\
+         int main() { karu_object_info i = KARU_OBJECT_INFO_INIT; return karu_api_version() - 1 + (int)i.size; }\n",
+    )
+    .unwrap();
+    let lib = lib_dir();
+    let status = Command::new("g++")
+        .args(["-std=c++17", "-Wall", "-Werror", "-I"])
+        .arg(crate_dir().join("include"))
+        .arg(&source)
+        .arg("-o")
+        .arg(dir.join("use"))
+        .arg(format!("-L{}", lib.display()))
+        .arg("-lkaru")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .status()
+        .expect("run g++");
+    assert!(status.success(), "karu.h compiles and links as C++");
+    run(&dir.join("use"), &[], &[]);
 }
 
 /// One run of the C tests under valgrind: no invalid access, no definite leak.
@@ -216,5 +333,4 @@ fn valgrind() {
         &[&base, copy.to_str().unwrap(), dir.to_str().unwrap()],
         &memcheck,
     );
-    let _ = Duration::ZERO;
 }
