@@ -55,3 +55,36 @@ pub(crate) fn from(e: &Error) -> karu_status {
     };
     fail(e.status(), message)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::CStr;
+
+    fn last() -> String {
+        // SAFETY: this thread's NUL-terminated buffer.
+        unsafe { CStr::from_ptr(super::as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn capped_at_511_bytes_on_a_character_boundary() {
+        super::set(&"é".repeat(300)); // 600 bytes of 2-byte characters
+        assert_eq!(last().len(), 510);
+        super::set(&"x".repeat(600));
+        assert_eq!(last().len(), 511);
+        super::set("cut\0here");
+        assert_eq!(last(), "cut");
+        super::clear();
+        assert_eq!(last(), "");
+    }
+
+    #[test]
+    fn thread_local() {
+        super::set("main thread");
+        std::thread::spawn(|| assert_eq!(last(), ""))
+            .join()
+            .unwrap();
+        assert_eq!(last(), "main thread");
+    }
+}

@@ -246,7 +246,7 @@ fn get(
             }
             None => {
                 // A tenth crossed (or the end): logs stay short whatever the object size.
-                let now = if total == 0 { 10 } else { done * 10 / total };
+                let now = (done * 10).checked_div(total).unwrap_or(10);
                 if now > tenths || done == total {
                     tenths = now;
                     eprintln!("{done}/{total} bytes");
