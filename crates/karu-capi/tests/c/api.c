@@ -2,8 +2,10 @@
  * prefix), NULL cases, status strings, batches, stats, overrides, fetch, probes, providers.
  * Usage: api <scratch directory> */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "check.h"
 
@@ -75,8 +77,17 @@ static karu_status provider_cb(void *ud, karu_credentials_kind kind, const char 
   out->access_key_id = "id";
   return KARU_OK;
 }
-static int released[8];
-static void release_cb(void *ud) { released[(int)(intptr_t)ud]++; }
+/* Release runs on whichever thread drops the last reference (an engine thread winding down,
+ * possibly after karu_batch_free returned), hence atomics and a bounded wait. */
+static atomic_int released[8];
+static void release_cb(void *ud) { atomic_fetch_add(&released[(int)(intptr_t)ud], 1); }
+static int wait_released(int i) {
+  for (int waited = 0; atomic_load(&released[i]) == 0 && waited < 10000; waited += 10) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return atomic_load(&released[i]);
+}
 
 static void config_functions(void) {
   karu_config *cfg = (karu_config *)1;
@@ -186,7 +197,8 @@ static void config_functions(void) {
   karu_done done;
   EXPECT_OK(karu_batch_next(batch, &done, -1));
   karu_batch_free(batch);
-  CHECK(released[3] == 1, "released once when the last reference goes (%d)", released[3]);
+  CHECK(wait_released(3) == 1, "released once when the last reference goes (%d)",
+        atomic_load(&released[3]));
   EXPECT_OK(karu_config_create_empty(&cfg));
   EXPECT_OK(karu_config_set_credentials_provider(cfg, KARU_CREDENTIALS_AZURE, provider_cb, (void *)4, NULL));
   EXPECT_OK(karu_config_set_credentials_provider(cfg, KARU_CREDENTIALS_SOURCE, provider_cb, (void *)5, release_cb));
