@@ -132,6 +132,105 @@ typedef karu_status (*karu_credentials_provider)(void *user_data,
 typedef void (*karu_credentials_provider_free)(void *user_data);
 
 /*
+ Size and strong ETag of an object (output, versioned; 272 bytes).
+ */
+typedef struct karu_object_info {
+  /*
+   `sizeof(karu_object_info)` as the caller compiled it (at least 16).
+   */
+  size_t struct_size;
+  /*
+   Visible size.
+   */
+  uint64_t size;
+  /*
+   Strong ETag with its quotes, NUL-terminated; empty when there is none.
+   */
+  char etag[256];
+} karu_object_info;
+
+/*
+ Download progress; returning 0 cancels the download.
+ */
+typedef int (*karu_download_progress)(void *user_data, uint64_t completed, uint64_t total);
+
+/*
+ Download options (input, versioned; 48 bytes).
+ */
+typedef struct karu_download_options {
+  /*
+   `sizeof(karu_download_options)` as the caller compiled it (at least 16).
+   */
+  size_t struct_size;
+  /*
+   Bytes per chunk (default 8 MiB).
+   */
+  uint64_t chunk_size;
+  /*
+   Chunks in flight (default 8).
+   */
+  uint64_t parallelism;
+  /*
+   0 or 1: replace an existing destination.
+   */
+  int overwrite;
+  /*
+   Optional progress callback.
+   */
+  karu_download_progress progress;
+  /*
+   Passed to `progress`.
+   */
+  void *progress_user_data;
+} karu_download_options;
+
+/*
+ Download result (output, versioned; 328 bytes).
+ */
+typedef struct karu_download_result {
+  /*
+   `sizeof(karu_download_result)` as the caller compiled it (at least 16).
+   */
+  size_t struct_size;
+  /*
+   Visible size.
+   */
+  uint64_t size;
+  /*
+   Bytes written.
+   */
+  uint64_t downloaded;
+  /*
+   Bytes received, retries included.
+   */
+  uint64_t received_bytes;
+  /*
+   Ordinary retries.
+   */
+  uint64_t retries;
+  /*
+   Attempts answered with HTTP 429 or 503.
+   */
+  uint64_t throttled;
+  /*
+   Connections opened.
+   */
+  uint64_t new_connections;
+  /*
+   Resumed retries.
+   */
+  uint64_t resumed;
+  /*
+   Credential refreshes.
+   */
+  uint64_t credential_refreshes;
+  /*
+   The strong ETag that pinned every range, or empty.
+   */
+  char etag[256];
+} karu_download_result;
+
+/*
  One read (no size field; 48 bytes).
  */
 typedef struct karu_req {
@@ -255,105 +354,6 @@ typedef struct karu_batch_stats {
    */
   uint64_t credential_refreshes;
 } karu_batch_stats;
-
-/*
- Size and strong ETag of an object (output, versioned; 272 bytes).
- */
-typedef struct karu_object_info {
-  /*
-   `sizeof(karu_object_info)` as the caller compiled it (at least 16).
-   */
-  size_t struct_size;
-  /*
-   Visible size.
-   */
-  uint64_t size;
-  /*
-   Strong ETag with its quotes, NUL-terminated; empty when there is none.
-   */
-  char etag[256];
-} karu_object_info;
-
-/*
- Download progress; returning 0 cancels the download.
- */
-typedef int (*karu_download_progress)(void *user_data, uint64_t completed, uint64_t total);
-
-/*
- Download options (input, versioned; 48 bytes).
- */
-typedef struct karu_download_options {
-  /*
-   `sizeof(karu_download_options)` as the caller compiled it (at least 16).
-   */
-  size_t struct_size;
-  /*
-   Bytes per chunk (default 8 MiB).
-   */
-  uint64_t chunk_size;
-  /*
-   Chunks in flight (default 8).
-   */
-  uint64_t parallelism;
-  /*
-   0 or 1: replace an existing destination.
-   */
-  int overwrite;
-  /*
-   Optional progress callback.
-   */
-  karu_download_progress progress;
-  /*
-   Passed to `progress`.
-   */
-  void *progress_user_data;
-} karu_download_options;
-
-/*
- Download result (output, versioned; 328 bytes).
- */
-typedef struct karu_download_result {
-  /*
-   `sizeof(karu_download_result)` as the caller compiled it (at least 16).
-   */
-  size_t struct_size;
-  /*
-   Visible size.
-   */
-  uint64_t size;
-  /*
-   Bytes written.
-   */
-  uint64_t downloaded;
-  /*
-   Bytes received, retries included.
-   */
-  uint64_t received_bytes;
-  /*
-   Ordinary retries.
-   */
-  uint64_t retries;
-  /*
-   Attempts answered with HTTP 429 or 503.
-   */
-  uint64_t throttled;
-  /*
-   Connections opened.
-   */
-  uint64_t new_connections;
-  /*
-   Resumed retries.
-   */
-  uint64_t resumed;
-  /*
-   Credential refreshes.
-   */
-  uint64_t credential_refreshes;
-  /*
-   The strong ETag that pinned every range, or empty.
-   */
-  char etag[256];
-} karu_download_result;
 
 /*
  Success.
@@ -607,6 +607,47 @@ KARU_API uint64_t karu_locator_window_offset(const struct karu_locator *locator)
 KARU_API uint64_t karu_locator_window_length(const struct karu_locator *locator);
 
 /*
+ The visible size: a bounded window's length with no I/O, a local file's size past the
+ window offset, or one ranged GET for a remote object.
+ */
+KARU_API
+karu_status karu_client_size(struct karu_client *client,
+                             const struct karu_locator *locator,
+                             uint64_t *out_size);
+
+/*
+ Size and strong ETag in one probe (local files have no ETag).
+ */
+KARU_API
+karu_status karu_client_stat(struct karu_client *client,
+                             const struct karu_locator *locator,
+                             struct karu_object_info *out);
+
+/*
+ The first `head_length` and last `tail_length` bytes of the visible object (each buffer
+ receives `min(length, size)` bytes), with its size and ETag.
+ */
+KARU_API
+karu_status karu_client_read_ends(struct karu_client *client,
+                                  const struct karu_locator *locator,
+                                  void *head,
+                                  uint64_t head_length,
+                                  void *tail,
+                                  uint64_t tail_length,
+                                  struct karu_object_info *out);
+
+/*
+ Downloads the whole visible object to `destination` (spec §6): checks the arguments as
+ §6.1 describes, then runs `Client::download`. On failure the result is left untouched.
+ */
+KARU_API
+karu_status karu_client_download(struct karu_client *client,
+                                 const struct karu_locator *locator,
+                                 const char *destination,
+                                 const struct karu_download_options *options,
+                                 struct karu_download_result *out_result);
+
+/*
  Submits `count` reads and returns at once with a batch to drain with `karu_batch_next`.
  */
 KARU_API
@@ -664,47 +705,6 @@ karu_status karu_client_fetch_with(struct karu_client *client,
                                    const struct karu_req *requests,
                                    size_t count,
                                    const struct karu_submit_options *options);
-
-/*
- The visible size: a bounded window's length with no I/O, a local file's size past the
- window offset, or one ranged GET for a remote object.
- */
-KARU_API
-karu_status karu_client_size(struct karu_client *client,
-                             const struct karu_locator *locator,
-                             uint64_t *out_size);
-
-/*
- Size and strong ETag in one probe (local files have no ETag).
- */
-KARU_API
-karu_status karu_client_stat(struct karu_client *client,
-                             const struct karu_locator *locator,
-                             struct karu_object_info *out);
-
-/*
- The first `head_length` and last `tail_length` bytes of the visible object (each buffer
- receives `min(length, size)` bytes), with its size and ETag.
- */
-KARU_API
-karu_status karu_client_read_ends(struct karu_client *client,
-                                  const struct karu_locator *locator,
-                                  void *head,
-                                  uint64_t head_length,
-                                  void *tail,
-                                  uint64_t tail_length,
-                                  struct karu_object_info *out);
-
-/*
- Downloads the whole visible object to `destination` (spec §6): checks the arguments as
- §6.1 describes, then runs `Client::download`. On failure the result is left untouched.
- */
-KARU_API
-karu_status karu_client_download(struct karu_client *client,
-                                 const struct karu_locator *locator,
-                                 const char *destination,
-                                 const struct karu_download_options *options,
-                                 struct karu_download_result *out_result);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -13,12 +13,17 @@
 // safety documentation, checked for NULL where the spec says so.
 #![allow(clippy::missing_safety_doc)]
 
-mod batch;
+// cbindgen emits the functions of this file, then those of the modules in declaration
+// order: probes before batches, as in the reference header (spec §1.7). (Separate groups
+// keep rustfmt from sorting them.)
 mod error;
 mod handles;
-mod probe;
 mod provider;
 pub mod types;
+
+mod probe;
+
+mod batch;
 
 use core::ffi::{CStr, c_char, c_int, c_void};
 use std::ffi::CString;
