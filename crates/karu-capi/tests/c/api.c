@@ -389,6 +389,17 @@ static void submit_checks(karu_client *client, karu_locator *loc) {
   reqs[0].length = 0; /* the first bad request is reported */
   EXPECT(karu_client_submit(client, reqs, 2, &batch), KARU_ERR_INVALID, "karu_client_submit: request 0 is empty");
 
+  /* A library buffer that cannot be allocated fails the whole submit with NOMEM, and the
+   * buffers already allocated for earlier requests are released (valgrind checks). */
+  reqs[0] = ok;
+  reqs[0].buffer = NULL;
+  reqs[1] = ok;
+  reqs[1].buffer = NULL;
+  reqs[1].length = UINT64_C(1) << 62;
+  EXPECT(karu_client_submit(client, reqs, 2, &batch), KARU_ERR_NOMEM,
+         "karu_client_submit: cannot allocate");
+  CHECK(batch == NULL, "no batch after NOMEM");
+
   /* count == 0: a batch that ends at once (NULL requests allowed). */
   EXPECT_OK(karu_client_submit(client, NULL, 0, &batch));
   karu_done d = {(void *)9, 9, 9, (void *)9};
