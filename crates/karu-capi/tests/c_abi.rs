@@ -8,20 +8,35 @@ use std::process::Command;
 use karu_testkit::server::RangeServer;
 
 /// `target/<profile>`: the directory holding `libkaru.so` and `libkaru.a`.
+///
+/// `cargo test` builds a crate's integration tests but not its `cdylib`/`staticlib`, so the
+/// first caller builds them (once per test process) with the same cargo and profile.
 fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/c_abi-<hash>
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .to_path_buf();
-    assert!(
-        dir.join("libkaru.so").exists() || dir.join("libkaru.dylib").exists(),
-        "libkaru not built in {}",
-        dir.display()
-    );
-    dir
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("test executable path");
+            // target/<profile>/deps/c_abi-<hash>
+            let dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .expect("target dir")
+                .to_path_buf();
+            let mut cargo = Command::new(env!("CARGO"));
+            cargo.args(["build", "-p", "karu-capi", "--lib"]);
+            if dir.file_name().is_some_and(|n| n == "release") {
+                cargo.arg("--release");
+            }
+            let status = cargo.status().expect("run cargo build -p karu-capi");
+            assert!(status.success(), "cargo build -p karu-capi failed");
+            assert!(
+                dir.join("libkaru.so").exists() || dir.join("libkaru.dylib").exists(),
+                "libkaru not built in {}",
+                dir.display()
+            );
+            dir
+        })
+        .clone()
 }
 
 fn crate_dir() -> &'static Path {
