@@ -85,6 +85,7 @@ impl Row {
 
 struct Opts {
     quick: bool,
+    issue_scale: bool,
     reps: usize,
     out: PathBuf,
     workloads: Vec<char>,
@@ -105,6 +106,7 @@ fn opts() -> Opts {
     let quick = args.iter().any(|a| a == "--quick");
     Opts {
         quick,
+        issue_scale: args.iter().any(|a| a == "--issue-scale"),
         reps: value("--reps")
             .map(|v| v.parse().expect("--reps takes a number"))
             .unwrap_or(if quick { 1 } else { 3 }),
@@ -132,6 +134,8 @@ fn main() {
     let started = Instant::now();
     let scale = if opts.quick {
         Scale::QUICK
+    } else if opts.issue_scale {
+        Scale::ISSUE
     } else {
         Scale::FULL
     };
@@ -227,7 +231,7 @@ fn main() {
                     base: base.clone(),
                     prefix: server.prefix().to_string(),
                 };
-                rows.extend(run_matrix(server, &t, w, profile, bw, &opts));
+                rows.extend(run_matrix(server, &t, w, profile, bw, &opts, scale));
             }
         }
     }
@@ -341,6 +345,7 @@ fn run_matrix(
     profile: Profile,
     bw: f64,
     opts: &Opts,
+    scale: Scale,
 ) -> Vec<Row> {
     let readers = Reader::ALL;
     let mut rows: Vec<Row> = readers
@@ -363,14 +368,14 @@ fn run_matrix(
         .collect();
     // The naive reader is sequential: 10,000 reads at 50 ms would take over 8 minutes, so it
     // reads for at most this long and is extrapolated linearly (marked ~ in the tables).
-    let budget = Duration::from_secs(if opts.quick { 1 } else { 3 });
+    let budget = Duration::from_millis(if opts.quick { 500 } else { 1000 });
     for rep in 0..opts.reps {
         // Alternate the order so that no reader always runs first (cold caches) or last.
         for k in 0..readers.len() {
             let i = (k + rep) % readers.len();
             let reader = readers[i];
             let mark = server.begin();
-            let m = spawn_child(reader, w, t, opts.quick, budget);
+            let m = spawn_child(reader, w, t, scale, budget);
             let Counted {
                 requests,
                 bytes,
@@ -420,7 +425,7 @@ fn spawn_child(
     reader: Reader,
     w: &Workload,
     t: &Target,
-    quick: bool,
+    scale: Scale,
     budget: Duration,
 ) -> Measured {
     let out = Command::new(std::env::current_exe().expect("this program"))
@@ -428,7 +433,7 @@ fn spawn_child(
         .args([
             reader.key(),
             &w.id.to_string(),
-            if quick { "quick" } else { "full" },
+            scale.name(),
             &t.base,
             &t.prefix,
             &budget.as_millis().to_string(),
@@ -451,11 +456,7 @@ fn child(args: &[String]) {
     let [reader, id, scale, base, prefix, budget] = args else {
         panic!("--child READER WORKLOAD quick|full BASE PREFIX BUDGET_MS");
     };
-    let scale = if scale == "quick" {
-        Scale::QUICK
-    } else {
-        Scale::FULL
-    };
+    let scale = Scale::by_name(scale);
     let w = workload(id.chars().next().expect("a workload"), scale);
     let t = Target {
         base: base.clone(),
