@@ -12,7 +12,7 @@
 //! The parent process owns the servers (the test kit's [`RangeServer`], nginx from
 //! `scripts/nginx.sh`) and the [`LatencyProxy`]s, and counts requests, bytes and connections on
 //! the server side. Every reader runs in a fresh child process (this binary with `--child`), so
-//! its CPU time (getrusage delta around the reads) and its peak RSS (`ru_maxrss`) are its own
+//! its CPU time (getrusage delta around the reads) and its peak RSS (`VmHWM`) are its own
 //! and not mixed with the servers', the proxies' or another reader's.
 
 mod plain;

@@ -106,7 +106,18 @@ pub fn usage() -> (f64, u64) {
         ru
     };
     let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    (t(ru.ru_utime) + t(ru.ru_stime), ru.ru_maxrss as u64)
+    // Not `ru_maxrss`: Linux carries it over from the parent through fork and exec, so a child
+    // would report at least the parent's peak (the servers'). `VmHWM` belongs to the address
+    // space exec made, so it is the reader's own.
+    let hwm = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(ru.ru_maxrss as u64);
+    (t(ru.ru_utime) + t(ru.ru_stime), hwm)
 }
 
 /// Where the objects are: `{base}/{prefix}{name}`.
