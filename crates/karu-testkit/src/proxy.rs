@@ -188,6 +188,8 @@ enum Msg {
 /// Bytes of one direction allowed in transit inside the proxy.
 const BUDGET: usize = 8 << 20;
 const READ_SIZE: usize = 32 * 1024;
+/// How early a paced slice may go: one tick of tokio's millisecond timer.
+const PACE_SLACK: Duration = Duration::from_millis(1);
 
 async fn direction(
     mut rd: OwnedReadHalf,
@@ -253,7 +255,14 @@ async fn direction(
                                 .reserve(part.len(), now);
                             at = at.max(t);
                         }
-                        tokio::time::sleep_until(at).await;
+                        // tokio's timer ticks in whole milliseconds: sleeping until each
+                        // slice's exact slot would let one connection send one slice per tick
+                        // (16 KiB/ms, ~16 MB/s) whatever the cap. Sending up to one tick early
+                        // keeps the long-run rate (slots are still reserved back to back) and
+                        // lets a single connection reach the cap, as on a real link.
+                        if at > now + PACE_SLACK {
+                            tokio::time::sleep_until(at - PACE_SLACK).await;
+                        }
                         if wr.write_all(part).await.is_err() {
                             abort.notify_one();
                             return;

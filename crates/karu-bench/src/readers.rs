@@ -1,0 +1,347 @@
+//! The readers, each run in a child process of its own so that its CPU time and peak RSS are
+//! its own (the servers and proxies stay in the parent). The child prints one `RESULT` line.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use karu::{Client, Config, Locator, Read, Status};
+use karu_testkit::content;
+use object_store::path::Path;
+use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt as _};
+
+use crate::plain;
+use crate::workload::Workload;
+
+/// Concurrency given to the readers that choose it themselves (object_store `get_range` per
+/// read, and every reader's objects on E): karu's default `KARU_CONCURRENCY`, so that they run
+/// under the same concurrency as karu.
+pub const KARU_CONCURRENCY: usize = 64;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Reader {
+    KaruDefault,
+    KaruGap0,
+    OsRanges,
+    OsRange,
+    Naive,
+}
+
+impl Reader {
+    pub const ALL: [Reader; 5] = [
+        Reader::KaruDefault,
+        Reader::KaruGap0,
+        Reader::OsRanges,
+        Reader::OsRange,
+        Reader::Naive,
+    ];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Reader::KaruDefault => "karu",
+            Reader::KaruGap0 => "karu-gap0",
+            Reader::OsRanges => "os-ranges",
+            Reader::OsRange => "os-range",
+            Reader::Naive => "naive",
+        }
+    }
+
+    pub fn from_key(k: &str) -> Reader {
+        *Reader::ALL
+            .iter()
+            .find(|r| r.key() == k)
+            .unwrap_or_else(|| panic!("unknown reader {k}"))
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Reader::KaruDefault => "karu (defaults)",
+            Reader::KaruGap0 => "karu (gap 0)",
+            Reader::OsRanges => "object_store `get_ranges`",
+            Reader::OsRange => "object_store `get_range` ×64",
+            Reader::Naive => "naive sequential",
+        }
+    }
+}
+
+/// What a child measured.
+pub struct Measured {
+    pub wall: Duration,
+    pub cpu: f64,
+    pub max_rss_kib: u64,
+    /// Reads done; the naive reader may stop early (time budget) and is then extrapolated.
+    pub done: usize,
+}
+
+impl Measured {
+    pub fn line(&self) -> String {
+        format!(
+            "RESULT {} {} {} {}",
+            self.wall.as_secs_f64(),
+            self.cpu,
+            self.max_rss_kib,
+            self.done
+        )
+    }
+
+    pub fn parse(text: &str) -> Option<Measured> {
+        let line = text.lines().find_map(|l| l.strip_prefix("RESULT "))?;
+        let f: Vec<&str> = line.split(' ').collect();
+        Some(Measured {
+            wall: Duration::from_secs_f64(f.first()?.parse().ok()?),
+            cpu: f.get(1)?.parse().ok()?,
+            max_rss_kib: f.get(2)?.parse().ok()?,
+            done: f.get(3)?.parse().ok()?,
+        })
+    }
+}
+
+/// CPU seconds (user + system) and peak RSS (KiB) of this process.
+pub fn usage() -> (f64, u64) {
+    // SAFETY: getrusage only writes the struct it is given.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut ru), 0);
+        ru
+    };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    // Not `ru_maxrss`: Linux carries it over from the parent through fork and exec, so a child
+    // would report at least the parent's peak (the servers'). `VmHWM` belongs to the address
+    // space exec made, so it is the reader's own.
+    let hwm = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(ru.ru_maxrss as u64);
+    (t(ru.ru_utime) + t(ru.ru_stime), hwm)
+}
+
+/// Where the objects are: `{base}/{prefix}{name}`.
+pub struct Target {
+    pub base: String,
+    pub prefix: String,
+}
+
+impl Target {
+    pub fn url(&self, name: &str) -> String {
+        format!("{}/{}{name}", self.base, self.prefix)
+    }
+}
+
+/// The benchmark checks a few bytes of every read (the same for every reader, so it costs
+/// them all alike and little): enough to catch a wrong range, not a full comparison.
+fn check(name: &str, offset: u64, data: &[u8], len: u64) {
+    assert_eq!(data.len() as u64, len, "{name}@{offset}: wrong length");
+    let probe = &data[..data.len().min(64)];
+    if let Err(e) = content::check(name, offset, probe) {
+        panic!("{name}@{offset}: {e}");
+    }
+}
+
+/// Runs `reader` on `w` and measures it. `budget` bounds the naive reader's time.
+pub fn run(reader: Reader, w: &Workload, target: &Target, budget: Duration) -> Measured {
+    let (cpu0, _) = usage();
+    let t = Instant::now();
+    let done = match reader {
+        Reader::KaruDefault => karu(w, target, None),
+        Reader::KaruGap0 => karu(w, target, Some(0)),
+        Reader::OsRanges | Reader::OsRange => object_store(w, target, reader),
+        Reader::Naive => naive(w, target, budget),
+    };
+    let wall = t.elapsed();
+    let (cpu1, rss) = usage();
+    Measured {
+        wall,
+        cpu: cpu1 - cpu0,
+        max_rss_kib: rss,
+        done,
+    }
+}
+
+fn karu(w: &Workload, target: &Target, gap: Option<u64>) -> usize {
+    let mut config = Config::empty();
+    if let Some(gap) = gap {
+        config
+            .set("KARU_COALESCE_GAP", Some(&gap.to_string()))
+            .expect("a valid gap");
+    }
+    let client = Client::new(&config).expect("a karu client");
+    let objects: Vec<Locator> = w
+        .objects
+        .iter()
+        .map(|(n, _)| Locator::parse(&target.url(n)).expect("a locator"))
+        .collect();
+    if let Some((head, tail)) = w.ends {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let client = &client;
+        rt.block_on(async {
+            futures::stream::iter(objects.iter().zip(&w.objects))
+                .map(|(loc, (name, size))| async move {
+                    let ends = client
+                        .read_ends_async(loc, head, tail)
+                        .await
+                        .expect("read_ends");
+                    check(name, 0, &ends.head, head);
+                    check(name, size - tail, &ends.tail, tail);
+                })
+                .buffer_unordered(KARU_CONCURRENCY)
+                .collect::<Vec<()>>()
+                .await;
+        });
+        return w.count();
+    }
+    let reads = w
+        .reads
+        .iter()
+        .enumerate()
+        .map(|(i, &(o, off, len))| Read::new(&objects[o], off, len).tag(i as u64))
+        .collect();
+    let batch = client.submit(reads).expect("submit");
+    let mut n = 0;
+    for done in &batch {
+        assert_eq!(
+            done.status(),
+            Status::Ok,
+            "read {}: {:?}",
+            done.tag,
+            done.result
+        );
+        let (o, off, len) = w.reads[done.tag as usize];
+        check(&w.objects[o].0, off, done.bytes(), len);
+        n += 1;
+    }
+    assert_eq!(n, w.reads.len(), "every read completes once");
+    n
+}
+
+fn object_store(w: &Workload, target: &Target, reader: Reader) -> usize {
+    // A generous timeout: one merged `get_ranges` request can carry a whole GiB at 1 Gbit/s, and
+    // a benchmark run must not be cut by the peer's default 30 s request timeout.
+    let store: Arc<dyn ObjectStore> = Arc::new(
+        object_store::http::HttpBuilder::new()
+            .with_url(target.base.clone())
+            .with_client_options(
+                ClientOptions::new()
+                    .with_allow_http(true)
+                    .with_timeout(Duration::from_secs(600)),
+            )
+            .build()
+            .expect("an object_store HttpStore"),
+    );
+    let paths: Vec<Path> = w
+        .objects
+        .iter()
+        .map(|(n, _)| Path::from(format!("{}{n}", target.prefix)))
+        .collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        if let Some((head, tail)) = w.ends {
+            let store = &store;
+            futures::stream::iter(paths.iter().zip(&w.objects))
+                .map(|(path, (name, size))| async move {
+                    let (h, t) = if reader == Reader::OsRanges {
+                        // `get_ranges` takes absolute ranges, so the size comes first (HEAD).
+                        let meta = store.head(path).await.expect("head");
+                        let s = meta.size;
+                        let got = store
+                            .get_ranges(path, &[0..head, s - tail..s])
+                            .await
+                            .expect("get_ranges");
+                        (got[0].clone(), got[1].clone())
+                    } else {
+                        // A suffix request and a head request, side by side.
+                        let suffix = GetOptions {
+                            range: Some(GetRange::Suffix(tail)),
+                            ..GetOptions::default()
+                        };
+                        let (t, h) = futures::try_join!(
+                            async { store.get_opts(path, suffix).await?.bytes().await },
+                            store.get_range(path, 0..head)
+                        )
+                        .expect("suffix and head");
+                        (h, t)
+                    };
+                    check(name, 0, &h, head);
+                    check(name, size - tail, &t, tail);
+                })
+                .buffer_unordered(KARU_CONCURRENCY)
+                .collect::<Vec<()>>()
+                .await;
+            return;
+        }
+        match reader {
+            Reader::OsRanges => {
+                for (o, path) in paths.iter().enumerate() {
+                    let mine: Vec<&(usize, u64, u64)> =
+                        w.reads.iter().filter(|r| r.0 == o).collect();
+                    let ranges: Vec<Range<u64>> = mine.iter().map(|r| r.1..r.1 + r.2).collect();
+                    let got = store.get_ranges(path, &ranges).await.expect("get_ranges");
+                    for (r, b) in mine.iter().zip(&got) {
+                        check(&w.objects[o].0, r.1, b, r.2);
+                    }
+                }
+            }
+            _ => {
+                let store = &store;
+                let paths = &paths;
+                futures::stream::iter(w.reads.iter())
+                    .map(|&(o, off, len)| async move {
+                        let b = store.get_range(&paths[o], off..off + len).await?;
+                        check(&w.objects[o].0, off, &b, len);
+                        Ok::<(), object_store::Error>(())
+                    })
+                    .buffer_unordered(KARU_CONCURRENCY)
+                    .try_collect::<Vec<()>>()
+                    .await
+                    .expect("get_range");
+            }
+        }
+    });
+    w.count()
+}
+
+/// One connection, one GET per read, in order, until the reads or the budget run out.
+fn naive(w: &Workload, target: &Target, budget: Duration) -> usize {
+    let t = Instant::now();
+    let mut conn = plain::Conn::open(plain::addr_of(&target.base));
+    let mut body = Vec::new();
+    let mut done = 0;
+    if let Some((head, tail)) = w.ends {
+        for (name, size) in &w.objects {
+            let path = format!("/{}{name}", target.prefix);
+            conn.get(&path, &format!("0-{}", head - 1), &mut body);
+            check(name, 0, &body, head);
+            conn.get(&path, &format!("-{tail}"), &mut body);
+            check(name, size - tail, &body, tail);
+            done += 2;
+            if t.elapsed() > budget {
+                break;
+            }
+        }
+        return done;
+    }
+    for &(o, off, len) in &w.reads {
+        let name = &w.objects[o].0;
+        conn.get(
+            &format!("/{}{name}", target.prefix),
+            &format!("{off}-{}", off + len - 1),
+            &mut body,
+        );
+        check(name, off, &body, len);
+        done += 1;
+        if t.elapsed() > budget {
+            break;
+        }
+    }
+    done
+}

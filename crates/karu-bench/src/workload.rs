@@ -1,0 +1,200 @@
+//! The workloads of issue 8, generated deterministically so that the parent (which plans and
+//! counts) and each child (which reads) build exactly the same reads from the same arguments.
+
+pub const KIB: u64 = 1 << 10;
+pub const MIB: u64 = 1 << 20;
+pub const GIB: u64 = 1 << 30;
+
+/// One workload: the objects it touches and what is read from them.
+pub struct Workload {
+    pub id: char,
+    pub title: String,
+    /// (name, size); the name is both the path on the server and the content name.
+    pub objects: Vec<(String, u64)>,
+    /// (object index, offset, length).
+    pub reads: Vec<(usize, u64, u64)>,
+    /// For E: every object is opened by its first and last bytes (head, tail) instead of `reads`.
+    pub ends: Option<(u64, u64)>,
+}
+
+impl Workload {
+    /// Bytes the caller asked for.
+    pub fn requested(&self) -> u64 {
+        match self.ends {
+            Some((h, t)) => self.objects.iter().map(|(_, s)| (h + t).min(*s)).sum(),
+            None => self.reads.iter().map(|r| r.2).sum(),
+        }
+    }
+
+    /// Number of reads (for E, two per object: head and tail).
+    pub fn count(&self) -> usize {
+        match self.ends {
+            Some(_) => 2 * self.objects.len(),
+            None => self.reads.len(),
+        }
+    }
+}
+
+/// Size knobs: the issue's figures in a full run, smaller ones in quick mode.
+#[derive(Clone, Copy)]
+pub struct Scale {
+    pub random_reads: usize,
+    pub sparse_reads: u64,
+    pub columns: usize,
+    pub ends_objects: usize,
+}
+
+impl Scale {
+    /// The issue's figures (`--issue-scale`).
+    pub const ISSUE: Scale = Scale {
+        random_reads: 10_000,
+        sparse_reads: 1_000,
+        columns: 200,
+        ends_objects: 100,
+    };
+    /// A full run's default: the issue's R, H and E; S and C cut to a quarter of their bytes
+    /// (250 reads, 50 chunks) so that the whole matrix, 1 Gbit/s profiles included, fits in
+    /// about ten minutes on two shared cores. Their shapes (stride, chunk and gap sizes) are
+    /// unchanged, so the per-transfer behaviour is the same; only the batch is shorter.
+    pub const FULL: Scale = Scale {
+        random_reads: 10_000,
+        sparse_reads: 250,
+        columns: 50,
+        ends_objects: 100,
+    };
+    pub const QUICK: Scale = Scale {
+        random_reads: 1_000,
+        sparse_reads: 100,
+        columns: 20,
+        ends_objects: 20,
+    };
+}
+
+impl Scale {
+    pub fn name(self) -> &'static str {
+        match self.columns {
+            20 => "quick",
+            50 => "full",
+            _ => "issue",
+        }
+    }
+
+    pub fn by_name(name: &str) -> Scale {
+        match name {
+            "quick" => Scale::QUICK,
+            "full" => Scale::FULL,
+            _ => Scale::ISSUE,
+        }
+    }
+}
+
+/// splitmix64: a fixed, dependency-free stream, so every process draws the same numbers.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..=hi`.
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+pub const IDS: [char; 5] = ['R', 'S', 'C', 'H', 'E'];
+
+pub fn workload(id: char, scale: Scale) -> Workload {
+    let one = |name: &str, size: u64| vec![(format!("karu-bench-{name}.bin"), size)];
+    match id {
+        'R' => {
+            let mut rng = Rng(0x5eed);
+            let reads = (0..scale.random_reads)
+                .map(|_| (0, rng.range(0, GIB / (4 * KIB) - 1) * 4 * KIB, 4 * KIB))
+                .collect();
+            Workload {
+                id,
+                title: format!(
+                    "{} random 4 KiB reads in a 1 GiB object",
+                    scale.random_reads
+                ),
+                objects: one("R", GIB),
+                reads,
+                ends: None,
+            }
+        }
+        'S' => Workload {
+            id,
+            title: format!("{} reads of 64 KiB at 1 MiB stride", scale.sparse_reads),
+            objects: one("S", GIB),
+            reads: (0..scale.sparse_reads)
+                .map(|i| (0, i * MIB, 64 * KIB))
+                .collect(),
+            ends: None,
+        },
+        'C' => {
+            // Parquet-like: column chunks laid end to end with small gaps (page indexes, other
+            // columns' chunks not selected), each read whole.
+            let mut rng = Rng(0xc01);
+            let mut at = 4 * KIB;
+            let mut reads = Vec::new();
+            for _ in 0..scale.columns {
+                let len = rng.range(256 * KIB, 4 * MIB);
+                reads.push((0, at, len));
+                at += len + rng.range(0, 64 * KIB);
+            }
+            Workload {
+                id,
+                title: format!(
+                    "{} column chunks of 256 KiB–4 MiB with gaps of 0–64 KiB",
+                    scale.columns
+                ),
+                // Room for a footer after the last chunk, as in a Parquet file.
+                objects: one("C", at + MIB),
+                reads,
+                ends: None,
+            }
+        }
+        'H' => {
+            // HDF5-like: 780 chunks of ~56 KiB (48–64 KiB, compressed) packed in 15 clusters
+            // whose starts are spread evenly over 48 MB; a few KiB of B-tree nodes and headers
+            // sit between chunks.
+            let mut rng = Rng(0x4df5);
+            let span = 48_000_000u64;
+            let mut reads = Vec::new();
+            for cluster in 0..15u64 {
+                let mut at = cluster * (span / 15);
+                for _ in 0..52 {
+                    let len = rng.range(48 * KIB, 64 * KIB);
+                    reads.push((0, at, len));
+                    at += len + rng.range(0, 2 * KIB);
+                }
+            }
+            let end = reads.iter().map(|r| r.1 + r.2).max().unwrap_or(0);
+            Workload {
+                id,
+                title: "780 chunks of ~56 KiB in 15 clusters over 48 MB".into(),
+                objects: one("H", end.max(span) + MIB),
+                reads,
+                ends: None,
+            }
+        }
+        'E' => Workload {
+            id,
+            title: format!(
+                "head (64 KiB) + tail (64 KiB) open of {} objects of 4 MiB",
+                scale.ends_objects
+            ),
+            objects: (0..scale.ends_objects)
+                .map(|i| (format!("karu-bench-E{i}.bin"), 4 * MIB))
+                .collect(),
+            reads: Vec::new(),
+            ends: Some((64 * KIB, 64 * KIB)),
+        },
+        _ => panic!("unknown workload {id}"),
+    }
+}
