@@ -357,18 +357,8 @@ pub unsafe extern "C" fn karu_batch_get_stats(
         s.resumed,
         s.credential_refreshes,
     ];
-    for (i, v) in values.into_iter().enumerate() {
-        let offset = 8 + 8 * i;
-        if offset + 8 <= size {
-            // SAFETY: inside the caller's `struct_size` bytes.
-            unsafe {
-                out.cast::<u8>()
-                    .add(offset)
-                    .cast::<u64>()
-                    .write_unaligned(v)
-            };
-        }
-    }
+    // SAFETY: `out` holds `size` writable bytes (C contract, checked above).
+    unsafe { write_u64_fields(out.cast(), size, &values) };
     KARU_OK
 }
 

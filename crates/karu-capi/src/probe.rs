@@ -249,18 +249,8 @@ unsafe fn write_result(out: *mut karu_download_result, r: &karu_core::DownloadRe
         r.resumed,
         r.credential_refreshes,
     ];
-    for (i, v) in values.into_iter().enumerate() {
-        let offset = 8 + 8 * i;
-        if offset + 8 <= size {
-            // SAFETY: inside the caller's `struct_size` bytes.
-            unsafe {
-                out.cast::<u8>()
-                    .add(offset)
-                    .cast::<u64>()
-                    .write_unaligned(v)
-            };
-        }
-    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { write_u64_fields(out.cast(), size, &values) };
     if offset_of!(karu_download_result, etag) + 256 <= size {
         let mut etag = [0 as c_char; 256];
         let tag = r.etag.as_deref().unwrap_or("").as_bytes();

@@ -308,3 +308,18 @@ const _: () = {
     assert!(size_of::<karu_credentials_provider>() == 8);
     assert!(size_of::<karu_download_progress>() == 8);
 };
+
+/// Writes consecutive `u64` fields that follow a versioned struct's `struct_size`, each only
+/// when it lies within the caller's `size` bytes (older callers have shorter structs).
+///
+/// # Safety
+/// `out` points to at least `size` writable bytes.
+pub(crate) unsafe fn write_u64_fields(out: *mut u8, size: usize, values: &[u64]) {
+    for (i, v) in values.iter().enumerate() {
+        let offset = 8 + 8 * i;
+        if offset + 8 <= size {
+            // SAFETY: inside the caller's `size` bytes.
+            unsafe { out.add(offset).cast::<u64>().write_unaligned(*v) };
+        }
+    }
+}
