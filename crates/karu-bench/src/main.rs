@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release -p karu-bench                 # full run, rewrites BENCHMARKS.md's tables
 //! cargo run --release -p karu-bench -- --quick      # CI: small workloads, one repetition
+//! cargo run --release -p karu-bench -- --download   # workload D: download vs curl and object_store
 //! ```
 //!
 //! Options: `--reps N`, `--out FILE` (default: BENCHMARKS.md at the repo root in a full run,
@@ -15,6 +16,7 @@
 //! its CPU time (getrusage delta around the reads) and its peak RSS (`VmHWM`) are its own
 //! and not mixed with the servers', the proxies' or another reader's.
 
+mod download;
 mod plain;
 mod readers;
 mod report;
@@ -128,6 +130,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--child") {
         child(&args[2..]);
+        return;
+    }
+    if args.iter().any(|a| a == "--download") {
+        download::run();
         return;
     }
     let opts = opts();
