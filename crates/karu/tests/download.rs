@@ -453,29 +453,9 @@ fn a_429_storm_lowers_parallelism_which_then_recovers() {
     let storm = 12;
     let path = format!("/status/storm?size={size}&code=429&times={storm}&retry_after=0");
     let l = object(&server, &path);
-    // The storm must hit the chunks, not the probe: a patient read absorbs it first, and
-    // the counters restart once the probe is done.
-    client(&[("KARU_MAX_ATTEMPTS", "16")])
-        .read(&l, 0, 1)
-        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let dest = dest_in(&dir);
-    let mut first = true;
-    let result = client(&[])
-        .download(
-            &l,
-            &dest,
-            DownloadOptions {
-                progress: Some(Box::new(|_, _| {
-                    if std::mem::take(&mut first) {
-                        server.reset_counters();
-                    }
-                    true
-                })),
-                ..options(16384, 8)
-            },
-        )
-        .unwrap();
+    let result = download_in_storm(&server, &l, &dest, &client(&[]), options(16384, 8));
     check_file(&dest, "storm", 0, size);
     assert_eq!(result.throttled, storm);
     let p = result.parallelism;
@@ -491,28 +471,11 @@ fn a_chunk_throttled_past_its_retries_goes_back_in_the_queue() {
     let size = 16 * 16384;
     let path = format!("/status/past?size={size}&code=503&times=6&retry_after=0");
     let l = object(&server, &path);
-    client(&[("KARU_MAX_ATTEMPTS", "16")])
-        .read(&l, 0, 1)
-        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let dest = dest_in(&dir);
-    let mut first = true;
     // Two attempts per chunk: six 503s fail up to three chunk batches, each put back.
-    let result = client(&[("KARU_MAX_ATTEMPTS", "2")])
-        .download(
-            &l,
-            &dest,
-            DownloadOptions {
-                progress: Some(Box::new(|_, _| {
-                    if std::mem::take(&mut first) {
-                        server.reset_counters();
-                    }
-                    true
-                })),
-                ..options(16384, 2)
-            },
-        )
-        .unwrap();
+    let c = client(&[("KARU_MAX_ATTEMPTS", "2")]);
+    let result = download_in_storm(&server, &l, &dest, &c, options(16384, 2));
     check_file(&dest, "past", 0, size);
     assert_eq!(result.throttled, 6);
     assert_eq!(result.parallelism.min, 1);
@@ -603,4 +566,33 @@ fn downloads_from_nginx() {
     check_file(&dest, name, 0, size);
     assert!(result.etag.is_some(), "nginx sends a strong ETag");
     assert_eq!(result.requests, 17);
+}
+
+/// Downloads through a `status` storm route so that the storm hits the chunks, not the
+/// probe: a patient read absorbs it first, and the counters restart once the probe is done.
+fn download_in_storm(
+    server: &RangeServer,
+    l: &Locator,
+    dest: &Path,
+    c: &Client,
+    o: DownloadOptions<'_>,
+) -> DownloadResult {
+    client(&[("KARU_MAX_ATTEMPTS", "16")])
+        .read(l, 0, 1)
+        .unwrap();
+    let mut first = true;
+    c.download(
+        l,
+        dest,
+        DownloadOptions {
+            progress: Some(Box::new(|_, _| {
+                if std::mem::take(&mut first) {
+                    server.reset_counters();
+                }
+                true
+            })),
+            ..o
+        },
+    )
+    .unwrap()
 }
