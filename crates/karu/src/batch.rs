@@ -1,6 +1,6 @@
 //! Batches: one completion per read, from a queue that several threads (or tasks) may drain.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -190,6 +190,9 @@ pub(crate) struct Shared {
     /// Unique per batch, so per-batch caches never confuse two batches.
     pub(crate) id: u64,
     pub(crate) counters: Counters,
+    /// Regions learnt by S3 region correction, per canonical identity, for the batch's
+    /// later transfers (spec §5.5).
+    regions: Mutex<HashMap<String, String>>,
 }
 
 impl Shared {
@@ -201,6 +204,18 @@ impl Shared {
         };
         shared.lock().pending = pending;
         Arc::new(shared)
+    }
+
+    /// The region a transfer of this batch learnt for `identity`.
+    pub(crate) fn region(&self, identity: &str) -> Option<String> {
+        let regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
+        regions.get(identity).cloned()
+    }
+
+    /// Remembers a corrected region for the batch's later transfers of `identity`.
+    pub(crate) fn remember_region(&self, identity: &str, region: &str) {
+        let mut regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
+        regions.insert(identity.to_owned(), region.to_owned());
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

@@ -26,6 +26,7 @@ mod backends;
 mod batch;
 mod client;
 mod config;
+mod credentials;
 mod download;
 mod engine;
 mod error;

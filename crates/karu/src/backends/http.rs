@@ -29,5 +29,6 @@ pub(super) fn prepare(
             max: MAX_REDIRECTS,
             same_origin_only: settings.has_http_headers(),
         },
+        region: None,
     })
 }

@@ -1,6 +1,7 @@
 //! The credential stage: transfers of signed cloud backends resolve their credentials on a
 //! few worker threads, never on the IO loops, then go on to the loops. Plain HTTP skips it.
-//! The cloud backends fill in what resolving means; the stage only schedules it.
+//! Running transfers (a refresh after an expired token) and async probes ask the same
+//! workers through [`Lookups`] and await the answer without blocking their loop.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,18 +9,38 @@ use std::time::Instant;
 use super::Work;
 use super::queue::WorkQueue;
 use crate::batch::{Counters, Shared};
-use crate::config::Credentials;
-use crate::error::Result;
+use crate::credentials::Auth;
+use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 
-/// Finds the credentials for a transfer's object (`None`: anonymous).
-pub(crate) type Resolve = dyn Fn(&Locator) -> Result<Option<Arc<Credentials>>> + Send + Sync;
+/// What the stage asks of the credential room.
+pub(crate) trait Resolver: Send + Sync {
+    /// How `locator` is signed, looked up before `deadline` (blocking).
+    fn resolve(&self, locator: &Locator, deadline: Option<Instant>) -> Result<Auth>;
+    /// Forgets cached credentials for `locator`.
+    fn invalidate(&self, locator: &Locator);
+    /// When a lookup started now must be done (the read's request timeout).
+    fn deadline_from(&self, start: Instant) -> Option<Instant>;
+}
+
 /// Hands a transfer with its credentials on to the IO loops.
 pub(crate) type Forward = dyn Fn(&Arc<Shared>, Work) + Send + Sync;
 
+enum Job {
+    /// A transfer to resolve, then forward.
+    Transfer(Arc<Shared>, Work),
+    /// A lookup someone awaits.
+    Lookup {
+        locator: Locator,
+        refresh: bool,
+        deadline: Option<Instant>,
+        reply: tokio::sync::oneshot::Sender<Result<Auth>>,
+    },
+}
+
 struct Queue {
-    jobs: WorkQueue<(Arc<Shared>, Work)>,
-    resolve: Box<Resolve>,
+    jobs: WorkQueue<Job>,
+    resolver: Arc<dyn Resolver>,
     forward: Box<Forward>,
 }
 
@@ -28,12 +49,52 @@ pub(crate) struct CredentialStage {
     queue: Arc<Queue>,
 }
 
+/// Asks the credential workers for a lookup and awaits it (usable on an IO loop).
+#[derive(Clone)]
+pub(crate) struct Lookups {
+    queue: Arc<Queue>,
+}
+
+impl Lookups {
+    /// How `locator` is signed; with `refresh`, cached credentials are dropped first and the
+    /// lookup goes ahead of queued transfers.
+    pub(crate) async fn lookup(
+        &self,
+        locator: &Locator,
+        refresh: bool,
+        deadline: Option<Instant>,
+    ) -> Result<Auth> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job = Job::Lookup {
+            locator: locator.clone(),
+            refresh,
+            deadline,
+            reply,
+        };
+        if refresh {
+            self.queue.jobs.push_front(job);
+        } else {
+            self.queue.jobs.push([job]);
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(Error::new(
+                Status::Cancelled,
+                format!("{}: the client is shutting down", locator.display()),
+            ))
+        })
+    }
+}
+
 impl CredentialStage {
     /// Starts `workers` threads that resolve, then forward.
-    pub(crate) fn start(workers: usize, resolve: Box<Resolve>, forward: Box<Forward>) -> Self {
+    pub(crate) fn start(
+        workers: usize,
+        resolver: Arc<dyn Resolver>,
+        forward: Box<Forward>,
+    ) -> Self {
         let queue = Arc::new(Queue {
             jobs: WorkQueue::new(),
-            resolve,
+            resolver,
             forward,
         });
         for i in 0..workers {
@@ -48,9 +109,17 @@ impl CredentialStage {
 
     /// Queues transfers for resolution.
     pub(crate) fn submit(&self, batch: &Arc<Shared>, work: Vec<Work>) {
-        self.queue
-            .jobs
-            .push(work.into_iter().map(|w| (Arc::clone(batch), w)));
+        self.queue.jobs.push(
+            work.into_iter()
+                .map(|w| Job::Transfer(Arc::clone(batch), w)),
+        );
+    }
+
+    /// A handle for awaited lookups.
+    pub(crate) fn lookups(&self) -> Lookups {
+        Lookups {
+            queue: Arc::clone(&self.queue),
+        }
     }
 }
 
@@ -61,21 +130,42 @@ impl Drop for CredentialStage {
 }
 
 fn work(queue: &Queue) {
-    while let Some((batch, mut w)) = queue.jobs.pop() {
-        if batch.is_cancelled() {
-            continue;
+    while let Some(job) = queue.jobs.pop() {
+        match job {
+            Job::Transfer(batch, w) => transfer(queue, batch, w),
+            Job::Lookup {
+                locator,
+                refresh,
+                deadline,
+                reply,
+            } => {
+                if refresh {
+                    queue.resolver.invalidate(&locator);
+                }
+                let _ = reply.send(queue.resolver.resolve(&locator, deadline));
+            }
         }
-        // The read's deadline covers the credential lookup (spec §5.5).
-        w.access.started = Some(Instant::now());
-        match (queue.resolve)(&w.locator) {
-            Ok(credentials) => {
-                w.access.credentials = credentials;
-                (queue.forward)(&batch, w);
-            }
-            Err(e) => {
-                Counters::add(&batch.counters.transfers_finished, 1);
-                batch.complete(w.fail(&e));
-            }
+    }
+}
+
+fn transfer(queue: &Queue, batch: Arc<Shared>, mut w: Work) {
+    if batch.is_cancelled() {
+        return;
+    }
+    // The read's deadline covers the credential lookup (spec §5.5).
+    let started = Instant::now();
+    w.access.started = Some(started);
+    match queue
+        .resolver
+        .resolve(&w.locator, queue.resolver.deadline_from(started))
+    {
+        Ok(auth) => {
+            w.access.auth = Some(auth);
+            (queue.forward)(&batch, w);
+        }
+        Err(e) => {
+            Counters::add(&batch.counters.transfers_finished, 1);
+            batch.complete(w.fail(&e));
         }
     }
 }
@@ -83,9 +173,11 @@ fn work(queue: &Queue) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{Error, Status};
+    use crate::credentials::Resolved;
     use crate::read::Dest;
-    use std::sync::{Mutex, mpsc};
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
 
     fn work(key: &str) -> Work {
         let locator = Locator::parse(&format!("s3://bucket/{key}")).unwrap();
@@ -104,25 +196,48 @@ mod tests {
         }
     }
 
+    #[derive(Default)]
+    struct Fake {
+        invalidated: AtomicUsize,
+    }
+
+    impl Resolver for Fake {
+        fn resolve(&self, l: &Locator, _deadline: Option<Instant>) -> Result<Auth> {
+            if l.key() == "denied" {
+                return Err(Error::new(Status::Credentials, "no credentials"));
+            }
+            let n = self.invalidated.load(Ordering::SeqCst);
+            let c = crate::config::Credentials {
+                access_key_id: format!("for-{}-{n}", l.key()),
+                ..Default::default()
+            };
+            Ok(Auth::Signed(Arc::new(Resolved::new(c))))
+        }
+        fn invalidate(&self, _l: &Locator) {
+            self.invalidated.fetch_add(1, Ordering::SeqCst);
+        }
+        fn deadline_from(&self, _start: Instant) -> Option<Instant> {
+            None
+        }
+    }
+
+    fn key_of(auth: &Auth) -> String {
+        match auth {
+            Auth::Signed(r) => r.credentials.access_key_id.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn resolves_off_the_caller_then_forwards_or_fails_the_reads() {
         let (tx, rx) = mpsc::channel();
         let tx = Mutex::new(tx);
         let stage = CredentialStage::start(
             2,
-            Box::new(|l: &Locator| {
-                if l.key() == "denied" {
-                    return Err(Error::new(Status::Credentials, "no credentials"));
-                }
-                let c = Credentials {
-                    access_key_id: format!("for-{}", l.key()),
-                    ..Credentials::default()
-                };
-                Ok(Some(Arc::new(c)))
-            }),
+            Arc::new(Fake::default()),
             Box::new(move |_, w: Work| {
                 let who = std::thread::current().name().unwrap_or("").to_owned();
-                let key = w.access.credentials.as_ref().unwrap().access_key_id.clone();
+                let key = key_of(w.access.auth.as_ref().unwrap());
                 tx.lock()
                     .unwrap()
                     .send((who, key, w.access.started.is_some()))
@@ -133,7 +248,7 @@ mod tests {
         stage.submit(&batch, vec![work("a"), work("denied")]);
         let (who, key, started) = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
         assert!(who.starts_with("karu-credentials-"), "{who}");
-        assert_eq!(key, "for-a");
+        assert_eq!(key, "for-a-0");
         assert!(started);
         let b = crate::batch::Batch {
             shared: batch,
@@ -141,5 +256,21 @@ mod tests {
         };
         let done = b.next().unwrap();
         assert_eq!((done.tag, done.status()), (9, Status::Credentials));
+    }
+
+    #[test]
+    fn awaited_lookups_and_refreshes_run_on_the_workers() {
+        let fake = Arc::new(Fake::default());
+        let stage = CredentialStage::start(1, fake.clone(), Box::new(|_, _| {}));
+        let lookups = stage.lookups();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let l = Locator::parse("s3://bucket/k").unwrap();
+        let first = rt.block_on(lookups.lookup(&l, false, None)).unwrap();
+        assert_eq!(key_of(&first), "for-k-0");
+        let again = rt.block_on(lookups.lookup(&l, true, None)).unwrap();
+        assert_eq!(key_of(&again), "for-k-1");
+        assert_eq!(fake.invalidated.load(Ordering::SeqCst), 1);
     }
 }

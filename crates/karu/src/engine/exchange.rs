@@ -5,20 +5,22 @@
 
 use std::cell::RefCell;
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use crate::backends::{self, ByteRange};
+use crate::backends::{self, ByteRange, Correction, Signing};
 use crate::batch::{Counters, Shared};
-use crate::config::{Credentials, Settings};
+use crate::config::Settings;
+use crate::credentials::Auth;
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 use crate::transport::{self, HttpClient, Response, TransportError, TransportErrorKind};
 use crate::validate::{self, Deadline, Expect, Head, etag};
+
+use super::credentials::Lookups;
 
 /// What one attempt asks the loop to do next.
 pub(crate) enum Step<T> {
@@ -51,6 +53,8 @@ pub(crate) struct Env<'a> {
     pub(crate) seen: &'a RefCell<HashSet<u64>>,
     /// Jitter source.
     pub(crate) rng: &'a RefCell<fastrand::Rng>,
+    /// The credential workers, for lookups of probes and refreshes after a rejection.
+    pub(crate) lookups: Option<&'a Lookups>,
 }
 
 impl Env<'_> {
@@ -84,8 +88,8 @@ impl Env<'_> {
 /// What a transfer brings from the credential stage.
 #[derive(Debug, Default)]
 pub(crate) struct Access {
-    /// Credentials to sign with.
-    pub(crate) credentials: Option<Arc<Credentials>>,
+    /// How to sign; `None` until looked up (probes and unsigned backends skip the stage).
+    pub(crate) auth: Option<Auth>,
     /// When the read's deadline started (at the credential lookup), if before the first
     /// attempt.
     pub(crate) started: Option<Instant>,
@@ -122,33 +126,84 @@ pub(crate) async fn run<H: Handler>(
     let max_attempts = env.settings.max_attempts();
     let mut attempts = 0u32;
     let mut unreachable = false;
+    let signs = backends::needs_credentials(locator.backend());
+    let mut auth = match &access.auth {
+        Some(a) => a.clone(),
+        None if signs => lookup(env, locator, false, &deadline).await?,
+        None => Auth::Anonymous,
+    };
+    let mut corrected_region = false;
+    let mut learnt_region: Option<String> = None;
+    let mut refreshed = false;
     loop {
         if deadline.expired() {
             return Err(Deadline::exceeded(&url));
         }
         attempts += 1;
         let (range, if_match) = handler.next_request();
-        let prepared = backends::prepare(
-            env.settings,
-            locator,
-            range,
-            if_match.as_deref(),
-            access.credentials.as_deref(),
-        )?;
+        let region = learnt_region
+            .clone()
+            .or_else(|| env.batch.and_then(|b| b.region(locator.identity())));
+        let signing = Signing {
+            auth: &auth,
+            region: region.as_deref(),
+            now: SystemTime::now(),
+        };
+        let prepared =
+            backends::prepare(env.settings, locator, range, if_match.as_deref(), signing)?;
+        let used_region = prepared.region.clone();
+        let signed = matches!(auth, Auth::Signed(_));
         let attempt = async {
             match env.client.send(prepared.request, prepared.redirect).await {
                 Ok(resp) => {
                     env.note_response(&resp);
-                    handler.on_response(env, &url, resp).await
+                    if signs && matches!(resp.status, 301 | 307 | 400 | 401 | 403) {
+                        // Provider hints live in the error body: read it here, once.
+                        let prefix = transport::read_prefix(resp.body, validate::CAPTURE).await;
+                        let correction = backends::correction(
+                            locator,
+                            resp.status,
+                            &resp.headers,
+                            &prefix,
+                            used_region.as_deref(),
+                            signed,
+                        );
+                        let step =
+                            classified_step(&url, resp.status, &resp.headers, &prefix, false);
+                        (step, correction)
+                    } else {
+                        (handler.on_response(env, &url, resp).await, None)
+                    }
                 }
-                Err(e) => transport_step(&url, e),
+                Err(e) => (transport_step(&url, e), None),
             }
         };
-        let step = match cancellable(env, timed(&deadline, attempt)).await {
+        let (step, correction) = match cancellable(env, timed(&deadline, attempt)).await {
             None => return Err(cancelled(&url)),
             Some(None) => return Err(Deadline::exceeded(&url)),
             Some(Some(step)) => step,
         };
+        // One region correction and one credential refresh per exchange; neither counts
+        // as an attempt (spec §5.5).
+        match correction {
+            Some(Correction::Region(r)) if !corrected_region && region.as_deref() != Some(&r) => {
+                corrected_region = true;
+                if let Some(b) = env.batch {
+                    b.remember_region(locator.identity(), &r);
+                }
+                learnt_region = Some(r);
+                attempts -= 1;
+                continue;
+            }
+            Some(Correction::RefreshCredentials) if !refreshed && signed => {
+                refreshed = true;
+                env.count(|c| &c.credential_refreshes, 1);
+                auth = lookup(env, locator, true, &deadline).await?;
+                attempts -= 1;
+                continue;
+            }
+            _ => {}
+        }
         let (error, retry_after) = match step {
             Step::Done(v) => return Ok(v),
             Step::Fail(e) => return Err(e),
@@ -231,18 +286,44 @@ pub(crate) fn transport_step<T>(url: &str, e: TransportError) -> Step<T> {
 /// Reads the first 4 KiB of an error body and classifies the response.
 pub(crate) async fn error_step<T>(url: &str, resp: Response, own_pin: bool) -> Step<T> {
     let prefix = transport::read_prefix(resp.body, validate::CAPTURE).await;
-    let f = validate::classify_error(url, resp.status, &resp.headers, &prefix, own_pin);
+    classified_step(url, resp.status, &resp.headers, &prefix, own_pin)
+}
+
+/// The step for an error response whose body prefix has been read.
+fn classified_step<T>(
+    url: &str,
+    status: u16,
+    headers: &http::HeaderMap,
+    prefix: &[u8],
+    own_pin: bool,
+) -> Step<T> {
+    let f = validate::classify_error(url, status, headers, prefix, own_pin);
     if f.transient || f.version_changed {
         Step::Retry {
             error: f.error,
             retry_after: f.retry_after.or_else(|| {
-                validate::retry_after(&resp.headers, SystemTime::now()).filter(|_| f.throttled)
+                validate::retry_after(headers, SystemTime::now()).filter(|_| f.throttled)
             }),
             unreachable: false,
         }
     } else {
         Step::Fail(f.error)
     }
+}
+
+/// Asks the credential workers how to sign (with `refresh`, after dropping what the cache
+/// holds), within the read's deadline.
+async fn lookup(
+    env: &Env<'_>,
+    locator: &Locator,
+    refresh: bool,
+    deadline: &Deadline,
+) -> Result<Auth> {
+    let Some(lookups) = env.lookups else {
+        return Ok(Auth::Anonymous);
+    };
+    let until = deadline.remaining().map(|left| Instant::now() + left);
+    lookups.lookup(locator, refresh, until).await
 }
 
 /// Streams a body, calling `keep(offset_in_kept, bytes)` for bytes after the first `skip`

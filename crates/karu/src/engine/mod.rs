@@ -9,7 +9,6 @@ pub(crate) mod remote;
 
 use std::sync::{Arc, OnceLock};
 
-use crate::backends;
 use crate::batch::{Completion, Counters, Shared};
 use crate::config::Settings;
 use crate::error::{Error, Result};
@@ -99,13 +98,10 @@ impl Engine {
         let mut failed = Vec::new();
         for w in work {
             let backend = w.locator.backend();
-            if !backend.is_remote() {
-                local.push(w);
-            } else if !backends::is_built(backend) {
-                let e = backends::not_built(&w.locator, backend);
-                failed.push((w, e));
-            } else {
+            if backend.is_remote() {
                 remote.push(w);
+            } else {
+                local.push(w);
             }
         }
         self.files.submit(batch, local);

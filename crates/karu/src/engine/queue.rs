@@ -45,6 +45,13 @@ impl<T> WorkQueue<T> {
         }
     }
 
+    /// Queues one job ahead of every waiting one (credential refreshes of running
+    /// transfers go first).
+    pub(crate) fn push_front(&self, job: T) {
+        self.lock().jobs.push_front(job);
+        self.wake.notify_one();
+    }
+
     /// The next job, waiting for one; `None` once the queue is closed and empty.
     pub(crate) fn pop(&self) -> Option<T> {
         let mut st = self.lock();

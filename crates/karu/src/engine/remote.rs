@@ -10,15 +10,17 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use tokio::sync::Notify;
 
-use super::credentials::CredentialStage;
+use super::credentials::{CredentialStage, Lookups, Resolver};
 use super::exchange::{Env, RangeRead};
 use super::{PartRead, Work, exchange};
 use crate::backends;
 use crate::batch::{Completion, Counters, Shared};
 use crate::config::Settings;
+use crate::credentials::{Auth, CredentialCache, CredentialHttp};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 use crate::transport::{HttpClient, Transport, TransportOptions};
@@ -35,6 +37,7 @@ pub(crate) struct LoopState {
     pub(crate) settings: Settings,
     seen: RefCell<HashSet<u64>>,
     rng: RefCell<fastrand::Rng>,
+    lookups: Lookups,
 }
 
 impl LoopState {
@@ -47,6 +50,7 @@ impl LoopState {
             batch,
             seen: &self.seen,
             rng: &self.rng,
+            lookups: Some(&self.lookups),
         }
     }
 }
@@ -92,6 +96,26 @@ impl Inner {
                 }
             }
         }
+    }
+}
+
+/// The credential room behind the stage: the engine's cache with the client's settings.
+struct CacheResolver {
+    cache: CredentialCache,
+    settings: Settings,
+}
+
+impl Resolver for CacheResolver {
+    fn resolve(&self, locator: &Locator, deadline: Option<Instant>) -> Result<Auth> {
+        self.cache.resolve(&self.settings, locator, deadline)
+    }
+
+    fn invalidate(&self, locator: &Locator) {
+        self.cache.invalidate(&self.settings, locator);
+    }
+
+    fn deadline_from(&self, start: Instant) -> Option<Instant> {
+        self.settings.request_timeout().map(|t| start + t)
     }
 }
 
@@ -142,22 +166,26 @@ impl Remote {
                 .collect(),
             shutdown: AtomicBool::new(false),
         });
+        let forward = Arc::clone(&inner);
+        let resolver = Arc::new(CacheResolver {
+            cache: CredentialCache::new(CredentialHttp::new(Arc::clone(&transport))),
+            settings: settings.clone(),
+        });
+        let credentials = CredentialStage::start(
+            CREDENTIAL_WORKERS,
+            resolver,
+            Box::new(move |batch: &Arc<Shared>, w: Work| forward.enqueue(batch, vec![w])),
+        );
         for i in 0..shares.len() {
             let inner = Arc::clone(&inner);
             let transport = Arc::clone(&transport);
             let settings = settings.clone();
+            let lookups = credentials.lookups();
             std::thread::Builder::new()
                 .name(format!("karu-io-{i}"))
-                .spawn(move || run_loop(&inner, i, &transport, settings))
+                .spawn(move || run_loop(&inner, i, &transport, settings, lookups))
                 .map_err(|e| Error::new(Status::NoMem, format!("cannot start an IO loop: {e}")))?;
         }
-        let resolver = settings.clone();
-        let forward = Arc::clone(&inner);
-        let credentials = CredentialStage::start(
-            CREDENTIAL_WORKERS,
-            Box::new(move |l: &Locator| backends::credentials(&resolver, l)),
-            Box::new(move |batch: &Arc<Shared>, w: Work| forward.enqueue(batch, vec![w])),
-        );
         Ok(Remote { inner, credentials })
     }
 
@@ -221,7 +249,13 @@ impl Drop for Remote {
     }
 }
 
-fn run_loop(inner: &Arc<Inner>, index: usize, transport: &Arc<Transport>, settings: Settings) {
+fn run_loop(
+    inner: &Arc<Inner>,
+    index: usize,
+    transport: &Arc<Transport>,
+    settings: Settings,
+    lookups: Lookups,
+) {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -236,6 +270,7 @@ fn run_loop(inner: &Arc<Inner>, index: usize, transport: &Arc<Transport>, settin
             settings,
             seen: RefCell::new(HashSet::new()),
             rng: RefCell::new(fastrand::Rng::new()),
+            lookups,
         });
         let slot = &inner.slots[index];
         loop {

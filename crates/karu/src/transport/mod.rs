@@ -13,6 +13,7 @@
 //! raw, non-ASCII bytes (as UTF-8), `"`, `\`, `^`, `{`, `|`, `}` (callers that want them
 //! percent-encoded encode them first, as the locator does). A `#fragment` is never sent.
 
+pub(crate) mod call;
 mod connector;
 mod dns;
 mod error;
@@ -38,6 +39,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
+pub(crate) use call::{Answer, Call};
 pub(crate) use connector::ConnectionId;
 pub(crate) use error::{TransportError, TransportErrorKind};
 
@@ -126,6 +128,19 @@ impl Transport {
         }))
     }
 
+    /// A connector with this transport's DNS cache, proxy, TLS and connect timeout.
+    fn connector(&self) -> Connector {
+        let timeout =
+            (!self.options.connect_timeout.is_zero()).then_some(self.options.connect_timeout);
+        let tcp = TcpConnector::new(
+            Resolver::new(self.dns.clone()),
+            timeout,
+            self.opened.clone(),
+        );
+        let route = RouteConnector::new(tcp, self.proxy.as_ref());
+        Connector::new(route, self.tls.clone(), timeout)
+    }
+
     /// New TCP connections opened so far by every loop of this transport.
     #[cfg(test)]
     pub(crate) fn connections_opened(&self) -> u64 {
@@ -203,14 +218,7 @@ impl HttpClient {
     /// A client for one IO loop.
     pub(crate) fn new(transport: &Arc<Transport>) -> HttpClient {
         let options = &transport.options;
-        let timeout = (!options.connect_timeout.is_zero()).then_some(options.connect_timeout);
-        let tcp = TcpConnector::new(
-            Resolver::new(transport.dns.clone()),
-            timeout,
-            transport.opened.clone(),
-        );
-        let route = RouteConnector::new(tcp, transport.proxy.as_ref());
-        let connector = Connector::new(route, transport.tls.clone(), timeout);
+        let connector = transport.connector();
         let build = |h2_only: bool| {
             let mut b = Client::builder(TokioExecutor::new());
             b.timer(TokioTimer::new())

@@ -1,0 +1,17 @@
+//! The azure backend (spec §5.8).
+
+use super::{ByteRange, Prepared, Signing};
+use crate::config::Settings;
+use crate::error::Result;
+use crate::locator::Locator;
+
+pub(super) fn prepare(
+    settings: &Settings,
+    locator: &Locator,
+    range: ByteRange,
+    if_match: Option<&str>,
+    signing: Signing<'_>,
+) -> Result<Prepared> {
+    let _ = (settings, range, if_match, signing);
+    Err(super::not_built(locator, locator.backend()))
+}
