@@ -5,6 +5,7 @@
 #![allow(dead_code)] // TEMP: removed once every backend is built
 
 mod azure;
+mod endpoint;
 mod gcs;
 mod http;
 mod hugging_face;
