@@ -77,7 +77,10 @@ pub(super) fn prepare(
             let date = httpdate::fmt_http_date(signing.now);
             let signature = goog1_signature(secret, &date, user_project, &resource);
             headers.push(("Date".to_owned(), date));
-            headers.push(("Authorization".to_owned(), format!("GOOG1 {id}:{signature}")));
+            headers.push((
+                "Authorization".to_owned(),
+                format!("GOOG1 {id}:{signature}"),
+            ));
         }
     }
     let custom = settings.http_headers()?;
@@ -163,7 +166,10 @@ mod tests {
             region: None,
             now: at(1_440_938_160),
         };
-        let range = ByteRange::Span { first: 10, last: 29 };
+        let range = ByteRange::Span {
+            first: 10,
+            last: 29,
+        };
         prepare(
             &settings(options),
             &Locator::parse(uri).unwrap(),
@@ -296,7 +302,12 @@ mod tests {
                 ..
             }
         ));
-        for name in ["Authorization", "x-goog-user-project", "Accept-Encoding", "Date"] {
+        for name in [
+            "Authorization",
+            "x-goog-user-project",
+            "Accept-Encoding",
+            "Date",
+        ] {
             let e = build(
                 &[("KARU_HTTP_HEADERS", &format!("{name}: x"))],
                 "gs://b/k",

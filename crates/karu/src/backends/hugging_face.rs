@@ -170,7 +170,10 @@ mod tests {
     fn endpoints_with_a_query_fail() {
         let e = build(&[("HF_ENDPOINT", "https://h/?a")], "hf://o/m/f").unwrap_err();
         assert_eq!(e.status(), Status::Config);
-        assert_eq!(e.message(), "/vsihf/o/m/f: HF_ENDPOINT cannot contain a query");
+        assert_eq!(
+            e.message(),
+            "/vsihf/o/m/f: HF_ENDPOINT cannot contain a query"
+        );
     }
 
     #[test]
@@ -264,8 +267,11 @@ mod tests {
 
     #[test]
     fn configured_headers_cannot_set_authorization() {
-        let e = build(&[("KARU_HTTP_HEADERS", "authorization: Bearer x")], "hf://o/m/f")
-            .unwrap_err();
+        let e = build(
+            &[("KARU_HTTP_HEADERS", "authorization: Bearer x")],
+            "hf://o/m/f",
+        )
+        .unwrap_err();
         assert_eq!(e.status(), Status::Config);
         let p = build(&[("KARU_HTTP_HEADERS", "X-A: 1")], "hf://o/m/f").unwrap();
         assert!(p.request.headers.contains(&("X-A".into(), "1".into())));

@@ -9,7 +9,10 @@ mod aws;
 mod azure;
 mod cache;
 mod gcs;
+mod gcs_adc;
+mod gcs_oauth;
 pub(crate) mod http;
+mod jwt;
 mod source;
 
 use std::sync::Arc;
@@ -164,6 +167,7 @@ pub(crate) fn scope_options(kind: CredentialsKind) -> &'static [&'static str] {
             "GCS_METADATA_DISABLED",
             "GOOGLE_APPLICATION_CREDENTIALS",
             "CLOUDSDK_CONFIG",
+            "GCS_OAUTH_TOKEN_URI",
         ],
         CredentialsKind::Azure => &[
             "AZURE_STORAGE_CONNECTION_STRING",
