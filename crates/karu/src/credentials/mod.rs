@@ -14,6 +14,8 @@ mod gcs_oauth;
 pub(crate) mod http;
 mod jwt;
 mod source;
+#[cfg(test)]
+mod test_support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
