@@ -15,7 +15,7 @@
 //! key pair is generated at start ([`GoogleTokenServer::private_key_pem`]).
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::encoding::{AsDer, Pkcs8V1Der};
 use aws_lc_rs::rsa::{KeyPair, KeySize};
@@ -39,6 +39,7 @@ pub enum ExpiresIn {
 
 struct State {
     expires_in: ExpiresIn,
+    delay: Duration,
     failure: Option<(u16, String)>,
     subject: String,
     refresh: Option<[String; 3]>,
@@ -75,6 +76,7 @@ impl GoogleTokenServer {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 expires_in: ExpiresIn::Number(3600),
+                delay: Duration::ZERO,
                 failure: None,
                 subject: String::new(),
                 refresh: None,
@@ -86,7 +88,11 @@ impl GoogleTokenServer {
             port: Mutex::new(0),
         });
         let sh = Arc::clone(&shared);
-        let plain = Plain::start("karu-testkit-google-token", move |asked| answer(&sh, asked));
+        let plain = Plain::start("karu-testkit-google-token", move |asked| {
+            let mut out = answer(&sh, asked);
+            out.delay = sh.state().delay;
+            out
+        });
         *shared.port.lock().unwrap_or_else(|e| e.into_inner()) = plain.addr().port();
         GoogleTokenServer {
             plain,
@@ -132,6 +138,11 @@ impl GoogleTokenServer {
     /// again with `None`.
     pub fn set_failure(&self, failure: Option<(u16, &str)>) {
         self.shared.state().failure = failure.map(|(s, b)| (s, b.to_owned()));
+    }
+
+    /// Waits this long before every answer (so concurrent lookups overlap).
+    pub fn set_delay(&self, delay: Duration) {
+        self.shared.state().delay = delay;
     }
 
     /// The body `GET /subject` answers.

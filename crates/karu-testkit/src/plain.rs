@@ -100,24 +100,24 @@ pub(crate) struct Answer {
 }
 
 impl Answer {
-    /// A JSON answer.
-    pub(crate) fn json(status: u16, body: impl Into<String>) -> Answer {
+    /// An answer with a `Content-Type`.
+    pub(crate) fn new(status: u16, content_type: &str, body: impl Into<Bytes>) -> Answer {
         Answer {
             status,
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: Bytes::from(body.into()),
+            headers: vec![("content-type".into(), content_type.into())],
+            body: body.into(),
             delay: Duration::ZERO,
         }
     }
 
+    /// A JSON answer.
+    pub(crate) fn json(status: u16, body: impl Into<String>) -> Answer {
+        Answer::new(status, "application/json", body.into())
+    }
+
     /// A plain-text answer.
     pub(crate) fn text(status: u16, body: impl Into<String>) -> Answer {
-        Answer {
-            status,
-            headers: vec![("content-type".into(), "text/plain".into())],
-            body: Bytes::from(body.into()),
-            delay: Duration::ZERO,
-        }
+        Answer::new(status, "text/plain", body.into())
     }
 
     /// Adds a header.

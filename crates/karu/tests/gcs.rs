@@ -4,14 +4,24 @@
 //! a plain HTTP read (no `Accept-Encoding`) is transcoded and refused. Every byte is checked
 //! against the deterministic content.
 //!
+//! The emulator checks no credentials, so signed requests and the credential chain are tested
+//! end to end against the test kit instead: a token-checking store (`BearerStore`) and
+//! `RangeServer` as `GCS_ENDPOINT`, Google's token endpoint and the metadata server — bearer
+//! and GOOG1 headers, expiry and refresh, single flight, and one refresh after a 401.
+//!
 //! Without `KARU_TEST_GCS_URL` the emulator tests print a skip line and pass, except under
-//! `CI`, where they fail. Tests of bad input need no emulator.
+//! `CI`, where they fail. Tests of bad input and of credentials need no emulator.
 
 use std::collections::BTreeSet;
 use std::io::Read as _;
+use std::time::{Duration, SystemTime};
 
+use aws_lc_rs::hmac;
+use base64::Engine as _;
 use karu::{Client, Config, Locator, Read, Status};
-use karu_testkit::{RangeServer, content};
+use karu_testkit::{
+    BearerStore, ExpiresIn, GoogleTokenServer, MetadataServer, RangeServer, content,
+};
 
 /// Objects `scripts/gcs.sh` seeds (name, size).
 const ONE: (&str, u64) = ("one.bin", 1);
@@ -353,4 +363,291 @@ fn malformed_endpoints_fail_only_their_reads() {
         content::check("plain.bin", 0, done[1].bytes()).unwrap();
         assert_eq!(c.stat(&gs).unwrap_err().status(), Status::Config);
     }
+}
+
+/// A refresh-token chain against `tokens`, reading from `store`.
+fn refresh_client(
+    store: &BearerStore,
+    tokens: &GoogleTokenServer,
+    extra: &[(&str, &str)],
+) -> Client {
+    let endpoint = store.url();
+    let token_uri = tokens.token_url();
+    let mut options = vec![
+        ("GCS_ENDPOINT", endpoint.as_str()),
+        ("GCS_OAUTH_TOKEN_URI", token_uri.as_str()),
+        ("GCS_REFRESH_TOKEN", "rt"),
+        ("GCS_CLIENT_ID", "id"),
+        ("GCS_CLIENT_SECRET", "secret"),
+    ];
+    options.extend_from_slice(extra);
+    client_with(&options)
+}
+
+#[test]
+fn bearer_tokens_from_the_chain_and_one_refresh_after_a_401() {
+    let store = BearerStore::start();
+    let tokens = GoogleTokenServer::start();
+    tokens.expect_refresh("id", "secret", "rt");
+    store.add("bkt/dir/obj.bin", 5000);
+    let c = refresh_client(&store, &tokens, &[("GCS_USER_PROJECT", "billing")]);
+    let object = Locator::parse("gs://bkt/dir/obj.bin").unwrap();
+
+    let got = c.read(&object, 100, 900).unwrap();
+    content::check("bkt/dir/obj.bin", 100, &got).unwrap();
+    let first = &store.log()[0];
+    assert_eq!(first.path, "/bkt/dir/obj.bin");
+    assert_eq!(first.header("authorization"), Some("Bearer refreshed-1"));
+    assert_eq!(first.header("accept-encoding"), Some("gzip"));
+    assert_eq!(first.header("x-goog-user-project"), Some("billing"));
+    assert_eq!(first.header("range"), Some("bytes=100-999"));
+
+    // The server stops taking the cached token: one refresh, then the read succeeds.
+    store.refuse("refreshed-1");
+    let batch = c.submit(vec![Read::new(&object, 0, 5000)]).unwrap();
+    let done = batch.next().unwrap();
+    assert!(done.result.is_ok(), "{:?}", done.result);
+    content::check("bkt/dir/obj.bin", 0, done.bytes()).unwrap();
+    let stats = batch.stats();
+    assert_eq!(stats.credential_refreshes, 1, "{stats}");
+    assert_eq!(stats.retries, 0, "{stats}");
+    assert_eq!(
+        store.authorizations(),
+        [
+            "Bearer refreshed-1",
+            "Bearer refreshed-1",
+            "Bearer refreshed-2"
+        ]
+    );
+    assert_eq!(tokens.token_requests(), 2);
+
+    // When the refreshed token is refused too: one refresh only, then AUTH.
+    for t in ["refreshed-2", "refreshed-3", "refreshed-4"] {
+        store.refuse(t);
+    }
+    let batch = c.submit(vec![Read::new(&object, 0, 10)]).unwrap();
+    let done = batch.next().unwrap();
+    assert_eq!(done.status(), Status::Auth, "{:?}", done.result);
+    assert_eq!(batch.stats().credential_refreshes, 1);
+    let e = c.stat(&object).unwrap_err();
+    assert_eq!(e.status(), Status::Auth, "{e}");
+    assert!(e.message().contains("HTTP 401"), "{e}");
+    assert_eq!(tokens.token_requests(), 4);
+    assert_eq!(
+        store.authorizations()[3..],
+        [
+            "Bearer refreshed-2",
+            "Bearer refreshed-3",
+            "Bearer refreshed-3",
+            "Bearer refreshed-4"
+        ]
+    );
+}
+
+#[test]
+fn concurrent_reads_share_one_token_request() {
+    let store = BearerStore::start();
+    let tokens = GoogleTokenServer::start();
+    // A slow token endpoint: every transfer's lookup starts before the first one ends.
+    tokens.set_delay(Duration::from_millis(300));
+    let names: Vec<String> = (0..12).map(|i| format!("bkt/o{i}.bin")).collect();
+    for n in &names {
+        store.add(n, 1000);
+    }
+    let c = refresh_client(&store, &tokens, &[]);
+    let objects: Vec<Locator> = names
+        .iter()
+        .map(|n| Locator::parse(&format!("gs://{n}")).unwrap())
+        .collect();
+    let reads = objects
+        .iter()
+        .enumerate()
+        .map(|(i, o)| Read::new(o, 10, 100).tag(i as u64))
+        .collect();
+    let batch = c.submit(reads).unwrap();
+    for done in &batch {
+        assert!(done.result.is_ok(), "{:?}", done.result);
+        content::check(&names[done.tag as usize], 10, done.bytes()).unwrap();
+    }
+    assert_eq!(batch.stats().transfers, 12);
+    assert_eq!(tokens.token_requests(), 1);
+    assert!(
+        store
+            .authorizations()
+            .iter()
+            .all(|a| a == "Bearer refreshed-1")
+    );
+}
+
+#[test]
+fn tokens_are_refreshed_before_they_expire() {
+    let store = BearerStore::start();
+    let tokens = GoogleTokenServer::start();
+    store.add("bkt/obj.bin", 100);
+    // Workload identity with impersonation: the impersonated token's expireTime is taken as
+    // given (OAuth lifetimes are at least 60 s), so two seconds is its whole life.
+    tokens.set_expires_in(ExpiresIn::Number(2));
+    let dir = tempfile::tempdir().unwrap();
+    let subject = dir.path().join("subject");
+    std::fs::write(&subject, "oidc").unwrap();
+    let adc = serde_json::json!({
+        "type": "external_account",
+        "audience": "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/providers/q",
+        "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+        "token_url": tokens.sts_url(),
+        "credential_source": {"file": subject.to_str().unwrap()},
+        "service_account_impersonation_url": tokens.impersonation_url("sa@p.iam"),
+    });
+    let adc_file = dir.path().join("adc.json");
+    std::fs::write(&adc_file, adc.to_string()).unwrap();
+    let c = client_with(&[
+        ("GCS_ENDPOINT", &store.url()),
+        ("GOOGLE_APPLICATION_CREDENTIALS", adc_file.to_str().unwrap()),
+    ]);
+    let object = Locator::parse("gs://bkt/obj.bin").unwrap();
+    for _ in 0..2 {
+        content::check("bkt/obj.bin", 0, &c.read(&object, 0, 100).unwrap()).unwrap();
+    }
+    assert_eq!(
+        store.authorizations(),
+        ["Bearer impersonated-2", "Bearer impersonated-2"]
+    );
+    std::thread::sleep(Duration::from_millis(2100));
+    content::check("bkt/obj.bin", 0, &c.read(&object, 0, 100).unwrap()).unwrap();
+    assert_eq!(store.authorizations()[2], "Bearer impersonated-4");
+    assert_eq!(
+        tokens.token_requests(),
+        4,
+        "two exchanges, two impersonations"
+    );
+}
+
+#[test]
+fn service_account_keys_sign_a_jwt_the_endpoint_verifies() {
+    let store = BearerStore::start();
+    let tokens = GoogleTokenServer::start();
+    store.add("bkt/obj.bin", 100);
+    let c = client_with(&[
+        ("GCS_ENDPOINT", &store.url()),
+        ("GCS_OAUTH_TOKEN_URI", &tokens.token_url()),
+        ("GCS_PRIVATE_KEY", tokens.private_key_pem()),
+        ("GCS_CLIENT_EMAIL", "reader@project.iam.gserviceaccount.com"),
+    ]);
+    let got = c
+        .read(&Locator::parse("gs://bkt/obj.bin").unwrap(), 0, 100)
+        .unwrap();
+    content::check("bkt/obj.bin", 0, &got).unwrap();
+    assert_eq!(store.authorizations(), ["Bearer jwt-1"]);
+    let claims = tokens.verified_claims();
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0]["iss"], "reader@project.iam.gserviceaccount.com");
+    assert_eq!(
+        claims[0]["scope"],
+        "https://www.googleapis.com/auth/devstorage.read_only"
+    );
+}
+
+#[test]
+fn metadata_tokens_reach_the_store() {
+    let store = BearerStore::start();
+    let meta = MetadataServer::start();
+    store.add("bkt/obj.bin", 100);
+    let c = client_with(&[
+        ("GCS_ENDPOINT", &store.url()),
+        ("GCS_METADATA_ENDPOINT", &meta.token_url()),
+    ]);
+    let object = Locator::parse("gs://bkt/obj.bin").unwrap();
+    assert_eq!(c.stat(&object).unwrap().size, 100);
+    assert_eq!(store.authorizations(), ["Bearer metadata-1"]);
+    // An explicit endpoint that fails is the read's error.
+    meta.set_status(Some(500));
+    let c = client_with(&[
+        ("GCS_ENDPOINT", &store.url()),
+        ("GCS_METADATA_ENDPOINT", &meta.token_url()),
+    ]);
+    let e = c.read(&object, 0, 1).unwrap_err();
+    assert_eq!(e.status(), Status::Credentials, "{e}");
+    assert_eq!(
+        e.message(),
+        "/vsigs/bkt/obj.bin: credential endpoint returned HTTP 500"
+    );
+}
+
+#[test]
+fn hmac_keys_sign_goog1_requests() {
+    let server = RangeServer::start();
+    server.register("dir/a b.bin", 3000);
+    let c = client_with(&[
+        ("GCS_ENDPOINT", &format!("http://{}", server.addr())),
+        ("GCS_HMAC_ACCESS_KEY_ID", "GOOG1EXAMPLE"),
+        ("GCS_HMAC_SECRET_ACCESS_KEY", "hmac-secret"),
+        ("GCS_USER_PROJECT", "payer"),
+    ]);
+    // The bucket is the server's route, the key its object name.
+    let object = Locator::parse("gs://ok/dir/a b.bin").unwrap();
+    let got = c.read(&object, 1000, 2000).unwrap();
+    content::check("dir/a b.bin", 1000, &got).unwrap();
+    let logged = &server.log()[0];
+    assert_eq!(logged.target, "/ok/dir/a%20b.bin");
+    let date = logged.header("date").expect("a Date header");
+    let when = httpdate::parse_http_date(date).unwrap();
+    let skew = SystemTime::now().duration_since(when).unwrap_or_default();
+    assert!(skew < Duration::from_secs(60), "{date}");
+    let to_sign = format!("GET\n\n\n{date}\nx-goog-user-project:payer\n/ok/dir/a%20b.bin");
+    let key = hmac::Key::new(hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, b"hmac-secret");
+    let signature =
+        base64::engine::general_purpose::STANDARD.encode(hmac::sign(&key, to_sign.as_bytes()));
+    assert_eq!(
+        logged.header("authorization"),
+        Some(format!("GOOG1 GOOG1EXAMPLE:{signature}").as_str())
+    );
+    assert_eq!(logged.header("x-goog-user-project"), Some("payer"));
+    assert_eq!(logged.header("accept-encoding"), Some("gzip"));
+}
+
+#[test]
+fn signed_requests_do_not_follow_redirects_anonymous_ones_do() {
+    let server = RangeServer::start();
+    server.register("f.bin", 100);
+    let endpoint = format!("http://{}", server.addr());
+    let object = Locator::parse("gs://redirect/f.bin").unwrap();
+    let signed = client_with(&[("GCS_ENDPOINT", &endpoint), ("GCS_ACCESS_TOKEN", "tok")]);
+    let e = signed.read(&object, 0, 10).unwrap_err();
+    assert_eq!(e.status(), Status::Http, "{e}");
+    assert!(e.message().contains("302"), "{e}");
+    let anonymous = client_with(&[("GCS_ENDPOINT", &endpoint), ("GCS_NO_SIGN_REQUEST", "YES")]);
+    let got = anonymous.read(&object, 0, 10).unwrap();
+    content::check("f.bin", 0, &got).unwrap();
+    let log = server.log();
+    assert_eq!(log[0].header("authorization"), Some("Bearer tok"));
+    assert!(log[1..].iter().all(|l| l.header("authorization").is_none()));
+}
+
+#[test]
+fn no_credentials_is_a_credentials_error() {
+    let c = client_with(&[("GCS_ENDPOINT", "http://127.0.0.1:9")]);
+    let e = c
+        .read(&Locator::parse("gs://bkt/obj.bin").unwrap(), 0, 1)
+        .unwrap_err();
+    assert_eq!(e.status(), Status::Credentials);
+    assert_eq!(
+        e.message(),
+        "/vsigs/bkt/obj.bin: no GCS credentials; set GCS_ACCESS_TOKEN, configure \
+         GCS_HMAC_ACCESS_KEY_ID/GCS_HMAC_SECRET_ACCESS_KEY, install a custom provider, or set \
+         GCS_NO_SIGN_REQUEST=YES"
+    );
+    // Both private-key options: CONFIG for the read, whatever else is configured after it.
+    let c = client_with(&[
+        ("GCS_PRIVATE_KEY", "pem"),
+        ("GCS_PRIVATE_KEY_FILE", "/k.pem"),
+        ("GCS_CLIENT_EMAIL", "sa@p.iam"),
+    ]);
+    let e = c
+        .read(&Locator::parse("gs://bkt/obj.bin").unwrap(), 0, 1)
+        .unwrap_err();
+    assert_eq!(e.status(), Status::Config, "{e}");
+    assert_eq!(
+        e.message(),
+        "/vsigs/bkt/obj.bin: set GCS_PRIVATE_KEY or GCS_PRIVATE_KEY_FILE, not both"
+    );
 }
