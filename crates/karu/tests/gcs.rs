@@ -485,8 +485,9 @@ fn tokens_are_refreshed_before_they_expire() {
     let tokens = GoogleTokenServer::start();
     store.add("bkt/obj.bin", 100);
     // Workload identity with impersonation: the impersonated token's expireTime is taken as
-    // given (OAuth lifetimes are at least 60 s), so two seconds is its whole life.
-    tokens.set_expires_in(ExpiresIn::Number(2));
+    // given (OAuth lifetimes are at least 60 s). It lives 3 to 4 s (whole seconds), and is
+    // reused until 1 s (the shortest margin) before that.
+    tokens.set_expires_in(ExpiresIn::Number(4));
     let dir = tempfile::tempdir().unwrap();
     let subject = dir.path().join("subject");
     std::fs::write(&subject, "oidc").unwrap();
@@ -512,7 +513,7 @@ fn tokens_are_refreshed_before_they_expire() {
         store.authorizations(),
         ["Bearer impersonated-2", "Bearer impersonated-2"]
     );
-    std::thread::sleep(Duration::from_millis(2100));
+    std::thread::sleep(Duration::from_millis(3200));
     content::check("bkt/obj.bin", 0, &c.read(&object, 0, 100).unwrap()).unwrap();
     assert_eq!(store.authorizations()[2], "Bearer impersonated-4");
     assert_eq!(

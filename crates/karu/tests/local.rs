@@ -185,7 +185,7 @@ fn every_bad_read_gets_its_own_error_and_the_rest_complete() {
     let window = Locator::parse(&format!("{p}#bytes=0-99")).unwrap();
     let offset_window = Locator::parse(&format!("/vsisubfile/100,{p}")).unwrap();
     let missing = Locator::parse("/nonexistent/karu/file.bin").unwrap();
-    let http = Locator::parse("gs://bucket/key").unwrap();
+    let unsigned = Locator::parse("gs://bucket/key").unwrap();
     let reads = vec![
         Read::new(&f.object, 0, 0).tag(0),                         // empty
         Read::new(&f.object, 0, u64::MAX).tag(1),                  // unbounded
@@ -195,7 +195,7 @@ fn every_bad_read_gets_its_own_error_and_the_rest_complete() {
         Read::new(&f.object, 0, 10).if_match("\"a\r\nb\"").tag(5), // CR/LF in ETag
         Read::new(&f.object, 0, 10).if_match("\"abc\"").tag(6),    // ETag on a local file
         Read::new(&missing, 0, 10).tag(7),                         // OS error
-        Read::new(&http, 0, 10).tag(8),                            // backend not built
+        Read::new(&unsigned, 0, 10).tag(8),                        // no credentials
         Read::new(&f.object, 12345, 678).tag(9),                   // fine
         Read::new(&f.object, 0, 10).if_match("\"a\0b\"").tag(10),  // NUL in ETag
     ];
@@ -221,7 +221,7 @@ fn every_bad_read_gets_its_own_error_and_the_rest_complete() {
             "ETag preconditions are not available for local files",
         ),
         (7, Status::Io, "No such file or directory"),
-        (8, Status::Unsupported, "gcs"),
+        (8, Status::Credentials, "no GCS credentials"),
         (9, Status::Ok, ""),
         (10, Status::Invalid, "ETag"),
     ];
