@@ -7,7 +7,9 @@
 mod background;
 pub mod content;
 pub mod proxy;
+pub mod s3_responder;
 pub mod server;
 
 pub use proxy::{LatencyProxy, ProxyOptions};
+pub use s3_responder::{RegionHint, S3Request, S3Responder};
 pub use server::{Logged, RangeServer};
