@@ -1,15 +1,16 @@
 //! `S3Responder`: a path-style S3 endpoint on loopback for the answers emulators do not give:
 //! a bucket that lives in another region (301 with `x-amz-bucket-region`, or 400
-//! `AuthorizationHeaderMalformed` naming the region in its body) and session tokens that have
-//! expired (403 `ExpiredToken`).
+//! `AuthorizationHeaderMalformed` naming the region in its body), a bucket that refuses
+//! every request while naming its region (403 `AccessDenied` with `x-amz-bucket-region`), and
+//! session tokens that have expired (403 `ExpiredToken`).
 //!
 //! It does not verify signatures (moto and s3s-fs do that); it reads the region from the
 //! `Authorization` header's credential scope and the token from `x-amz-security-token`.
 //! Objects are `GET /<bucket>/<key>` with the deterministic bytes of
 //! [`content::bytes`]`(key, ..)`; one byte range per request (`bytes=F-L`, `bytes=F-`,
 //! `bytes=-N`) gets 206, no `Range` 200, an unsatisfiable range 416, an unknown object 404
-//! `NoSuchKey`. Each answer is decided in this order: unknown object, wrong region (signed
-//! requests only, when a home region is set), expired token, then the range.
+//! `NoSuchKey`. Each answer is decided in this order: unknown object, forbidden bucket, wrong
+//! region (signed requests only, when a home region is set), expired token, then the range.
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -54,6 +55,7 @@ pub struct S3Request {
 struct State {
     objects: HashMap<String, u64>,
     home: Option<(String, RegionHint)>,
+    forbidden: HashSet<String>,
     expired: HashSet<String>,
     log: Vec<S3Request>,
 }
@@ -107,6 +109,12 @@ impl S3Responder {
     /// Makes every bucket live in `region`: signed requests for another region get `hint`.
     pub fn set_home_region(&self, region: &str, hint: RegionHint) {
         lock(&self.shared).home = Some((region.to_owned(), hint));
+    }
+
+    /// Every request for `bucket` gets 403 `AccessDenied` with `x-amz-bucket-region` naming
+    /// the home region (`us-east-1` when none is set).
+    pub fn forbid(&self, bucket: &str) {
+        lock(&self.shared).forbidden.insert(bucket.to_owned());
     }
 
     /// Requests carrying session token `token` get 403 `ExpiredToken`.
@@ -170,10 +178,16 @@ fn answer(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path().trim_start_matches('/');
     let name = percent_decode(path);
     let mut st = lock(shared);
-    let key = name.split_once('/').map_or("", |(_, k)| k).to_owned();
+    let (bucket, key) = name.split_once('/').unwrap_or((&name, ""));
+    let (bucket, key) = (bucket.to_owned(), key.to_owned());
     let mut extra_headers: Vec<(&str, String)> = Vec::new();
     let (status, body) = match st.objects.get(&name).copied() {
         None => (404, Bytes::from(xml_error("NoSuchKey", ""))),
+        Some(_) if st.forbidden.contains(&bucket) => {
+            let home = st.home.as_ref().map_or("us-east-1", |(r, _)| r.as_str());
+            extra_headers.push(("x-amz-bucket-region", home.to_owned()));
+            (403, Bytes::from(xml_error("AccessDenied", "")))
+        }
         Some(size) => match (&st.home, &region) {
             (Some((home, hint)), Some(used)) if home != used => match hint {
                 RegionHint::Redirect301 => {
