@@ -70,7 +70,8 @@ install_missing() {
     local pkgs=()
     command -v curl >/dev/null 2>&1 || pkgs+=(curl)
     command -v python3 >/dev/null 2>&1 || pkgs+=(python3)
-    if ! [ -x "$VENV/bin/moto_server" ] && ! python3 -m venv --help >/dev/null 2>&1; then
+    # Debian splits ensurepip (which venv needs) into python3-venv.
+    if ! [ -x "$VENV/bin/moto_server" ] && ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
         pkgs+=(python3-venv)
     fi
     if [ ${#pkgs[@]} -gt 0 ]; then
@@ -82,7 +83,6 @@ install_missing() {
     if ! [ -x "$VENV/bin/moto_server" ]; then
         log "installing moto $MOTO_VERSION into $VENV"
         rm -rf "$VENV"
-        # Debian's python3 without python3-venv makes a venv without pip: say so clearly.
         if ! python3 -m venv "$VENV" >&2; then
             log "python3 -m venv failed (is python3-venv installed?)"
             return 1
@@ -108,6 +108,8 @@ from botocore.config import Config
 url, objects_dir, buckets, objects, bootstrap = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4].split(), sys.argv[5] == "--bootstrap"
 config = Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"})
 ak, sk = "open", "open"
+# The open server serves anonymous reads only of public objects.
+acl = {} if bootstrap else {"ACL": "public-read"}
 if bootstrap:
     iam = boto3.client("iam", endpoint_url=url, region_name="us-east-1", config=config,
                        aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
@@ -124,7 +126,7 @@ for bucket in buckets:
     for spec in objects:
         key = urllib.parse.unquote(spec.rsplit(":", 1)[0])
         with open(f"{objects_dir}/{key}", "rb") as f:
-            s3.put_object(Bucket=bucket, Key=key, Body=f.read())
+            s3.put_object(Bucket=bucket, Key=key, Body=f.read(), **acl)
 print(ak, sk)
 EOF
 }

@@ -1,6 +1,7 @@
 //! Test support for karu: deterministic content (every byte a function of object and offset),
-//! a fault-injecting range server ([`server::RangeServer`]) and a latency/bandwidth proxy
-//! ([`proxy::LatencyProxy`]), all on loopback and usable from plain synchronous tests.
+//! a fault-injecting range server ([`server::RangeServer`]), a latency/bandwidth proxy
+//! ([`proxy::LatencyProxy`]) and an S3 endpoint for wrong-region and expired-token answers
+//! ([`s3_responder::S3Responder`]), all on loopback and usable from plain synchronous tests.
 
 #![warn(missing_docs)]
 

@@ -231,7 +231,7 @@ fn large_batches_merge_into_few_transfers() {
             .map(|i| ((i * 3_491) % (size - 4096), 1 + (i * 7) % 4096))
             .collect();
         let stats = read_all(&client, &object, key, &spans);
-        assert!(stats.transfers <= 20, "{stats}");
+        assert!(stats.transfers * 10 <= spans.len() as u64, "{stats}");
         assert_eq!(stats.retries, 0, "{stats}");
     }
 }

@@ -217,6 +217,62 @@ mod tests {
         assert_eq!(signed, "host;range;x-amz-content-sha256;x-amz-date");
     }
 
+    /// Sends a signed GET of `bytes=0-9` over a plain socket and returns the status line and
+    /// the body's start.
+    fn strict_get(base: &str, path: &str, credentials: &Credentials, now: SystemTime) -> String {
+        use std::io::{Read, Write};
+        let authority = base.strip_prefix("http://").expect("http endpoint");
+        let mut headers = vec![("Range".to_owned(), "bytes=0-9".to_owned())];
+        let url = format!("{base}{path}");
+        sign_get("x", &url, &mut headers, credentials, "us-east-1", now).unwrap();
+        let mut request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\n");
+        for (name, value) in &headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("Connection: close\r\n\r\n");
+        let mut socket = std::net::TcpStream::connect(authority).unwrap();
+        socket.write_all(request.as_bytes()).unwrap();
+        let mut answer = Vec::new();
+        socket.read_to_end(&mut answer).unwrap();
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    /// s3s-fs checks signatures strictly, the signing time included (15 minutes of skew at
+    /// most): the headers this module produces verify there, and an old `x-amz-date` is
+    /// refused. Runs when `scripts/s3.sh` started the emulators (`KARU_TEST_S3S_URL`); under
+    /// CI a missing emulator fails the test.
+    #[test]
+    fn a_strict_server_verifies_the_signature_and_its_time() {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let Some(base) = var("KARU_TEST_S3S_URL") else {
+            assert!(
+                var("CI").is_none(),
+                "KARU_TEST_S3S_URL is not set but CI is"
+            );
+            eprintln!("skipped: KARU_TEST_S3S_URL is not set (run `bash scripts/test.sh`)");
+            return;
+        };
+        let require = |name: &str| var(name).unwrap_or_else(|| panic!("{name} is not set"));
+        let credentials = Credentials {
+            access_key_id: require("KARU_TEST_S3S_ACCESS_KEY_ID"),
+            secret_access_key: require("KARU_TEST_S3S_SECRET_ACCESS_KEY"),
+            ..Credentials::default()
+        };
+        let path = format!("/{}/small.bin", require("KARU_TEST_S3_BUCKET"));
+        let now = SystemTime::now();
+        let fresh = strict_get(&base, &path, &credentials, now);
+        assert!(fresh.starts_with("HTTP/1.1 206"), "{fresh}");
+        let skewed = strict_get(&base, &path, &credentials, now - Duration::from_secs(7200));
+        assert!(skewed.starts_with("HTTP/1.1 403"), "{skewed}");
+        assert!(skewed.contains("RequestTimeTooSkewed"), "{skewed}");
+        let wrong = Credentials {
+            secret_access_key: "not-the-secret".into(),
+            ..credentials
+        };
+        let refused = strict_get(&base, &path, &wrong, now);
+        assert!(refused.contains("SignatureDoesNotMatch"), "{refused}");
+    }
+
     #[test]
     fn signing_errors_name_the_object_and_no_secret() {
         let mut headers = Vec::new();
