@@ -276,7 +276,9 @@ mod tests {
 
     #[test]
     fn urls_follow_the_reference_expectations() {
-        let cases: [(&[(&str, &str)], &str, &str); 8] = [
+        // (options, object, URL)
+        type Case = (&'static [(&'static str, &'static str)], &'static str, &'static str);
+        let cases: [Case; 8] = [
             (
                 &[("AWS_REGION", "us-west-2")],
                 "/vsis3/my-bucket/a b//c",
