@@ -40,7 +40,7 @@ pub(super) fn load(ctx: &LoadContext) -> Result<Option<Credentials>> {
     Ok(fetch(ctx, &root, step))
 }
 
-/// The three requests, each bounded by `step`.
+/// The three requests, each sent with `step` as its credential-request timeout.
 fn fetch(ctx: &LoadContext, root: &str, step: Duration) -> Option<Credentials> {
     let send = |call: Call| {
         let answer = ctx.http.send(call, step, ctx.deadline).ok()?;

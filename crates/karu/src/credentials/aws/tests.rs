@@ -768,3 +768,49 @@ fn imds_is_last() {
         ("IMDS-AKID-1", Some("af-south-1"))
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Through the credential cache
+
+#[test]
+fn container_credentials_through_the_cache_single_flight_and_refresh_before_expiry() {
+    use crate::credentials::{Auth, CredentialCache};
+    use crate::locator::Locator;
+
+    let server = ContainerServer::start(None, 5);
+    // Slow answers make concurrent cold lookups overlap.
+    server.set_delay(Duration::from_millis(300));
+    let url = server.url();
+    let settings = settings(&[("AWS_CONTAINER_CREDENTIALS_FULL_URI", url.as_str())]);
+    let cache = CredentialCache::new(http());
+    let locator = Locator::parse("s3://bucket/key").unwrap();
+    let resolve = || match cache.resolve(&settings, &locator, None).unwrap() {
+        Auth::Signed(r) => r,
+        other => panic!("not signed: {other:?}"),
+    };
+
+    let first: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8).map(|_| s.spawn(resolve)).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(server.requests(), 1, "one call for eight cold lookups");
+    assert!(first.iter().all(|r| keys_of(r).0 == "ECS-AKID-1"));
+    assert_eq!(keys_of(&resolve()).0, "ECS-AKID-1");
+    assert_eq!(server.requests(), 1);
+
+    // A lifetime of about 5 s: the cache renews in the last second, before the keys expire.
+    let expires = first[0].credentials.expires_at.unwrap();
+    let renew_at = expires - Duration::from_millis(800);
+    std::thread::sleep(
+        renew_at
+            .duration_since(SystemTime::now())
+            .unwrap_or_default(),
+    );
+    let renewed = resolve();
+    assert!(
+        SystemTime::now() < expires,
+        "renewed before the old keys expired"
+    );
+    assert_eq!(keys_of(&renewed).0, "ECS-AKID-2");
+    assert_eq!(server.requests(), 2);
+}
