@@ -277,7 +277,11 @@ mod tests {
     #[test]
     fn urls_follow_the_reference_expectations() {
         // (options, object, URL)
-        type Case = (&'static [(&'static str, &'static str)], &'static str, &'static str);
+        type Case = (
+            &'static [(&'static str, &'static str)],
+            &'static str,
+            &'static str,
+        );
         let cases: [Case; 8] = [
             (
                 &[("AWS_REGION", "us-west-2")],
