@@ -4,8 +4,12 @@
 
 #![warn(missing_docs)]
 
+pub mod app_service_identity;
+pub mod azure_imds;
 mod background;
 pub mod content;
+pub mod credential_endpoint;
+pub mod microsoft_token;
 pub mod proxy;
 pub mod server;
 
