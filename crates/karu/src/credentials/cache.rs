@@ -3,40 +3,710 @@
 //! single flight, refresh in the last tenth of a lifetime, a 60 s recheck of static values,
 //! and no negative caching.
 
-use std::time::Instant;
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
 
-use super::{Auth, CredentialHttp};
-use crate::config::Settings;
-use crate::error::Result;
+use super::{Auth, CredentialHttp, LoadContext, Resolved, is_expired, load_native, scope_options};
+use crate::config::{
+    Credentials, CredentialsKind, OptionSource, Settings, canonical_prefix, prefix_matches,
+};
+use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
+
+/// How long native values without an expiry are reused before the chain runs again, so
+/// edited profiles take effect.
+const STATIC_RECHECK: Duration = Duration::from_secs(60);
+
+/// Shortest and longest refresh margin before an expiry.
+const MARGIN_MIN: Duration = Duration::from_secs(1);
+const MARGIN_MAX: Duration = Duration::from_secs(60);
+
+/// What a cache entry is keyed by.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Scope {
+    /// A native chain: the kind plus, per credential option, where its value comes from
+    /// (never the secrets themselves).
+    Native(CredentialsKind, Vec<String>),
+    /// A custom provider's lookup in flight for one exact path.
+    Custom(CredentialsKind, String),
+}
+
+/// A reusable value.
+#[derive(Clone, Debug)]
+struct Entry {
+    value: Arc<Resolved>,
+    /// Reusable while the wall clock is before this (`None`: forever).
+    reuse_until: Option<SystemTime>,
+}
+
+impl Entry {
+    fn fresh(&self, now: SystemTime) -> bool {
+        self.reuse_until.is_none_or(|t| now < t)
+    }
+}
+
+/// The outcome of one lookup, shared by everyone who waited for it.
+type Outcome = Result<Option<Arc<Resolved>>>;
+
+/// One lookup in flight: its waiters block on `done` until `outcome` is set.
+#[derive(Debug, Default)]
+struct Flight {
+    outcome: Mutex<Option<Outcome>>,
+    done: Condvar,
+}
+
+impl Flight {
+    fn finish(&self, outcome: Outcome) {
+        *self.outcome.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
+        self.done.notify_all();
+    }
+
+    fn wait(&self) -> Outcome {
+        let mut slot = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(o) = slot.as_ref() {
+                return o.clone();
+            }
+            slot = self.done.wait(slot).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// A lookup in flight and whether an invalidation overtook it (its result is then returned
+/// to its waiters but not stored).
+#[derive(Debug)]
+struct InFlight {
+    flight: Arc<Flight>,
+    stale: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Native entries by scope.
+    native: HashMap<Scope, Entry>,
+    /// Custom entries: (kind, canonical prefix) → value.
+    custom: Vec<(CredentialsKind, String, Entry)>,
+    /// Lookups in flight.
+    flights: HashMap<Scope, InFlight>,
+}
 
 /// The per-engine credential cache.
 #[derive(Debug)]
 pub(crate) struct CredentialCache {
     http: CredentialHttp,
+    state: Mutex<State>,
 }
 
 impl CredentialCache {
     /// An empty cache whose native chains send requests through `http`.
     pub(crate) fn new(http: CredentialHttp) -> CredentialCache {
-        CredentialCache { http }
+        CredentialCache {
+            http,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update leaves the maps consistent, so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Decides how a transfer of `locator` is signed and finds its credentials (blocking:
-    /// call it on a credential worker or a probe's caller thread).
+    /// call it on a credential worker).
     pub(crate) fn resolve(
         &self,
         settings: &Settings,
         locator: &Locator,
         deadline: Option<Instant>,
     ) -> Result<Auth> {
-        let _ = (&self.http, settings, locator, deadline);
-        Ok(Auth::Anonymous)
+        let Some(kind) = super::signing_kind(settings, locator) else {
+            return Ok(Auth::Anonymous);
+        };
+        let path = locator.identity();
+        let found = match settings.credentials_provider(kind) {
+            Some(provider) => self.custom(kind, path, |p| provider.credentials(kind, p))?,
+            None => self.native(kind, settings, path, deadline)?,
+        };
+        Ok(match found {
+            Some(r) if !is_empty(&r.credentials) => Auth::Signed(r),
+            _ => Auth::Missing,
+        })
     }
 
     /// Forgets what serves `locator` (after the server rejected it as expired), including
-    /// a lookup in flight.
+    /// a lookup in flight, whose late result is then not stored.
     pub(crate) fn invalidate(&self, settings: &Settings, locator: &Locator) {
-        let _ = (settings, locator);
+        let Some(kind) = super::kind_of(locator.backend()) else {
+            return;
+        };
+        let path = locator.identity();
+        let mut st = self.lock();
+        let scopes = if settings.credentials_provider(kind).is_some() {
+            st.custom
+                .retain(|(k, prefix, _)| !(*k == kind && prefix_matches(prefix, path)));
+            vec![Scope::Custom(kind, path.to_owned())]
+        } else {
+            let scope = native_scope(kind, settings, path);
+            st.native.remove(&scope);
+            vec![scope]
+        };
+        for scope in scopes {
+            if let Some(f) = st.flights.get_mut(&scope) {
+                f.stale = true;
+            }
+        }
+    }
+
+    /// A native chain's value for `path`, shared by every path whose credential options
+    /// come from the same places.
+    fn native(
+        &self,
+        kind: CredentialsKind,
+        settings: &Settings,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> Outcome {
+        let scope = native_scope(kind, settings, path);
+        let load = || {
+            let started = SystemTime::now();
+            let ctx = LoadContext {
+                settings,
+                path,
+                deadline,
+                http: &self.http,
+            };
+            Ok(load_native(kind, &ctx)?.map(|r| {
+                let until = reuse_until(&r.credentials, started, STATIC_RECHECK);
+                (Arc::new(r), until)
+            }))
+        };
+        let key = scope.clone();
+        self.shared(
+            scope.clone(),
+            |st, now| {
+                st.native
+                    .get(&key)
+                    .filter(|e| e.fresh(now))
+                    .map(|e| Arc::clone(&e.value))
+            },
+            load,
+            |st, value, until| {
+                let entry = Entry {
+                    value,
+                    reuse_until: Some(until),
+                };
+                st.native.insert(scope, entry);
+            },
+        )
+    }
+
+    /// A custom provider's value for `path`: reused under the longest stored prefix that
+    /// contains it; without a prefix the provider is asked every time.
+    fn custom(
+        &self,
+        kind: CredentialsKind,
+        path: &str,
+        call: impl FnOnce(&str) -> Result<Credentials>,
+    ) -> Outcome {
+        let load = || {
+            let started = SystemTime::now();
+            let c = call(path)?;
+            if is_expired(&c, SystemTime::now()) {
+                return Err(Error::new(
+                    Status::Credentials,
+                    format!("{path}: custom credential provider returned expired credentials"),
+                ));
+            }
+            let prefix = match c.cache_prefix.as_deref().filter(|p| !p.is_empty()) {
+                None => None,
+                Some(p) => {
+                    let canonical = canonical_prefix(p);
+                    if !prefix_matches(&canonical, path) {
+                        return Err(Error::new(
+                            Status::Credentials,
+                            format!(
+                                "{path}: custom credential cache_prefix does not contain the \
+                                 requested path"
+                            ),
+                        ));
+                    }
+                    Some(canonical)
+                }
+            };
+            // Custom values without an expiry never expire.
+            let until = c
+                .expires_at
+                .map(|_| reuse_until(&c, started, Duration::ZERO));
+            Ok(Some((
+                Arc::new(Resolved::new(c)),
+                prefix.map(|p| (p, until)),
+            )))
+        };
+        self.shared(
+            Scope::Custom(kind, path.to_owned()),
+            |st, now| {
+                st.custom
+                    .iter()
+                    .filter(|(k, prefix, e)| {
+                        *k == kind && prefix_matches(prefix, path) && e.fresh(now)
+                    })
+                    .max_by_key(|(_, prefix, _)| prefix.len())
+                    .map(|(_, _, e)| Arc::clone(&e.value))
+            },
+            load,
+            |st, value, reuse| {
+                let Some((prefix, reuse_until)) = reuse else {
+                    return;
+                };
+                st.custom.retain(|(k, p, _)| !(*k == kind && *p == prefix));
+                st.custom.push((kind, prefix, Entry { value, reuse_until }));
+            },
+        )
+    }
+
+    /// Single flight: returns a fresh cached value, or waits for the lookup of `scope`
+    /// already in flight, or runs `load` itself and stores its value with `store` (unless
+    /// an invalidation overtook it). Failures are shared with the waiters, never stored.
+    fn shared<T>(
+        &self,
+        scope: Scope,
+        cached: impl Fn(&State, SystemTime) -> Option<Arc<Resolved>>,
+        load: impl FnOnce() -> Result<Option<(Arc<Resolved>, T)>>,
+        store: impl FnOnce(&mut State, Arc<Resolved>, T),
+    ) -> Outcome {
+        let flight = {
+            let mut st = self.lock();
+            if let Some(v) = cached(&st, SystemTime::now()) {
+                return Ok(Some(v));
+            }
+            if let Some(running) = st.flights.get(&scope) {
+                let flight = Arc::clone(&running.flight);
+                drop(st);
+                return flight.wait();
+            }
+            let flight = Arc::new(Flight::default());
+            st.flights.insert(
+                scope.clone(),
+                InFlight {
+                    flight: Arc::clone(&flight),
+                    stale: false,
+                },
+            );
+            flight
+        };
+        let mut landing = Landing {
+            cache: self,
+            scope: Some(scope),
+            flight,
+        };
+        let outcome = load();
+        let mut st = self.lock();
+        let stale = landing.take_flight(&mut st);
+        let shared = match outcome {
+            Ok(Some((value, extra))) => {
+                if !stale {
+                    store(&mut st, Arc::clone(&value), extra);
+                }
+                Ok(Some(value))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        };
+        drop(st);
+        landing.flight.finish(shared.clone());
+        shared
+    }
+}
+
+/// Ends a lookup's flight even if the lookup panics (a custom provider may), so waiters
+/// never hang.
+struct Landing<'a> {
+    cache: &'a CredentialCache,
+    scope: Option<Scope>,
+    flight: Arc<Flight>,
+}
+
+impl Landing<'_> {
+    /// Removes the flight from the map; true when an invalidation marked it stale.
+    fn take_flight(&mut self, st: &mut State) -> bool {
+        self.scope
+            .take()
+            .and_then(|s| st.flights.remove(&s))
+            .is_some_and(|f| f.stale)
+    }
+}
+
+impl Drop for Landing<'_> {
+    fn drop(&mut self) {
+        if self.scope.is_some() {
+            let mut st = self.cache.lock();
+            self.take_flight(&mut st);
+            drop(st);
+            self.flight.finish(Err(Error::new(
+                Status::Credentials,
+                "the credential lookup failed",
+            )));
+        }
+    }
+}
+
+/// Credentials with nothing to sign with.
+fn is_empty(c: &Credentials) -> bool {
+    [
+        &c.access_key_id,
+        &c.secret_access_key,
+        &c.session_token,
+        &c.bearer_token,
+        &c.sas_token,
+        &c.account_name,
+    ]
+    .iter()
+    .all(|f| f.is_empty())
+}
+
+/// When a value loaded at `loaded` stops being reused: its expiry minus a tenth of its
+/// lifetime (clamped to 1–60 s, never past the expiry), or `loaded + without_expiry` when it
+/// has none.
+fn reuse_until(c: &Credentials, loaded: SystemTime, without_expiry: Duration) -> SystemTime {
+    match c.expires_at {
+        None => loaded + without_expiry,
+        Some(expiry) => {
+            let lifetime = expiry.duration_since(loaded).unwrap_or_default();
+            let margin = (lifetime / 10).clamp(MARGIN_MIN, MARGIN_MAX).min(lifetime);
+            expiry - margin
+        }
+    }
+}
+
+/// The scope of a native chain for `path`.
+fn native_scope(kind: CredentialsKind, settings: &Settings, path: &str) -> Scope {
+    let origins = scope_options(kind)
+        .iter()
+        .map(|name| match settings.option_source(name, path) {
+            OptionSource::Rule(prefix) => format!("rule:{prefix}"),
+            OptionSource::Explicit => "explicit".to_owned(),
+            OptionSource::Environment => "environment".to_owned(),
+            OptionSource::Default => "default".to_owned(),
+        })
+        .collect();
+    Scope::Native(kind, origins)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, CredentialsProvider};
+    use crate::transport::{Transport, TransportOptions};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Barrier, mpsc};
+    use std::thread;
+
+    fn cache() -> CredentialCache {
+        let transport = Transport::new(TransportOptions::default()).unwrap();
+        CredentialCache::new(CredentialHttp::new(transport))
+    }
+
+    fn at(s: &str) -> Locator {
+        Locator::parse(s).unwrap()
+    }
+
+    /// A provider that counts calls, optionally waits, and hands out a new key per call.
+    struct Counting {
+        calls: AtomicUsize,
+        wait: Duration,
+        prefix: Option<String>,
+        lifetime: Option<Duration>,
+    }
+
+    impl Counting {
+        fn new(prefix: Option<&str>) -> Arc<Counting> {
+            Arc::new(Counting {
+                calls: AtomicUsize::new(0),
+                wait: Duration::ZERO,
+                prefix: prefix.map(str::to_owned),
+                lifetime: None,
+            })
+        }
+        fn calls(&self) -> usize {
+            self.calls.load(Ordering::SeqCst)
+        }
+    }
+
+    impl CredentialsProvider for Counting {
+        fn credentials(&self, _kind: CredentialsKind, path: &str) -> Result<Credentials> {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+            thread::sleep(self.wait);
+            if path.ends_with("/fail") && n == 1 {
+                return Err(Error::new(Status::Credentials, "first call fails"));
+            }
+            Ok(Credentials {
+                access_key_id: format!("key-{n}"),
+                secret_access_key: "secret".into(),
+                cache_prefix: self.prefix.clone(),
+                expires_at: self.lifetime.map(|l| SystemTime::now() + l),
+                ..Credentials::default()
+            })
+        }
+    }
+
+    fn settings_with(provider: Arc<dyn CredentialsProvider>) -> Settings {
+        let mut config = Config::empty();
+        config.set_credentials_provider(CredentialsKind::Aws, Some(provider));
+        config.freeze().unwrap()
+    }
+
+    fn key(auth: &Auth) -> String {
+        match auth {
+            Auth::Signed(r) => r.credentials.access_key_id.clone(),
+            other => panic!("not signed: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn refresh_margin_is_a_tenth_of_the_lifetime_within_one_to_sixty_seconds() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let with = |secs: f64| Credentials {
+            expires_at: Some(t0 + Duration::from_secs_f64(secs)),
+            ..Credentials::default()
+        };
+        let s = Duration::from_secs;
+        assert_eq!(reuse_until(&with(3600.0), t0, s(60)), t0 + s(3540));
+        assert_eq!(reuse_until(&with(100.0), t0, s(60)), t0 + s(90));
+        assert_eq!(reuse_until(&with(5.0), t0, s(60)), t0 + s(4));
+        // Shorter than the minimum margin: never reused past its own expiry, nor before it.
+        assert_eq!(reuse_until(&with(0.5), t0, s(60)), t0);
+        assert_eq!(reuse_until(&Credentials::default(), t0, s(60)), t0 + s(60));
+    }
+
+    #[test]
+    fn native_scopes_follow_where_the_options_come_from() {
+        let mut config = Config::empty();
+        config.set("AWS_ACCESS_KEY_ID", Some("AKID")).unwrap();
+        config.set("AWS_SECRET_ACCESS_KEY", Some("secret")).unwrap();
+        config
+            .set_path("s3://lab/", "AWS_PROFILE", Some("lab"))
+            .unwrap();
+        let settings = config.freeze().unwrap();
+        let kind = CredentialsKind::Aws;
+        let a = native_scope(kind, &settings, "/vsis3/data/a");
+        let b = native_scope(kind, &settings, "/vsis3/other/b");
+        let lab = native_scope(kind, &settings, "/vsis3/lab/x");
+        assert_eq!(a, b);
+        assert_ne!(a, lab);
+        // The secrets are not part of the key: another key from the same place, same scope.
+        let mut other = Config::empty();
+        other.set("AWS_ACCESS_KEY_ID", Some("AKID2")).unwrap();
+        other.set("AWS_SECRET_ACCESS_KEY", Some("other")).unwrap();
+        let other = other.freeze().unwrap();
+        assert_eq!(native_scope(kind, &other, "/vsis3/data/a"), a);
+        assert_ne!(
+            native_scope(CredentialsKind::Gcs, &settings, "/vsis3/data/a"),
+            a
+        );
+    }
+
+    #[test]
+    fn anonymous_and_missing_decisions() {
+        let cache = cache();
+        let mut config = Config::empty();
+        config.set("AWS_NO_SIGN_REQUEST", Some("YES")).unwrap();
+        let settings = config.freeze().unwrap();
+        let auth = cache.resolve(&settings, &at("s3://b/k"), None).unwrap();
+        assert!(matches!(auth, Auth::Anonymous), "{auth:?}");
+        // Source signs only when configured; HTTP never.
+        let plain = Config::empty().freeze().unwrap();
+        for l in ["source://acct/product/k", "https://example.com/x"] {
+            let auth = cache.resolve(&plain, &at(l), None).unwrap();
+            assert!(matches!(auth, Auth::Anonymous), "{l}: {auth:?}");
+        }
+        // A provider returning nothing at all leaves the backend to report "no credentials".
+        struct Nothing;
+        impl CredentialsProvider for Nothing {
+            fn credentials(&self, _: CredentialsKind, _: &str) -> Result<Credentials> {
+                Ok(Credentials::default())
+            }
+        }
+        let settings = settings_with(Arc::new(Nothing));
+        let auth = cache.resolve(&settings, &at("s3://b/k"), None).unwrap();
+        assert!(matches!(auth, Auth::Missing), "{auth:?}");
+    }
+
+    #[test]
+    fn custom_values_are_reused_only_under_their_prefix() {
+        let cache = cache();
+        let provider = Counting::new(Some("s3://data"));
+        let settings = settings_with(provider.clone());
+        let first = cache.resolve(&settings, &at("s3://data/a"), None).unwrap();
+        let second = cache.resolve(&settings, &at("/vsis3/data/b/c"), None).unwrap();
+        assert_eq!((key(&first), key(&second)), ("key-1".into(), "key-1".into()));
+        // `s3://data` never authorises `s3://data-private`.
+        let private = cache.resolve(&settings, &at("s3://data-private/x"), None);
+        assert_eq!(
+            private.unwrap_err().message(),
+            "/vsis3/data-private/x: custom credential cache_prefix does not contain the \
+             requested path"
+        );
+        assert_eq!(provider.calls(), 2);
+    }
+
+    #[test]
+    fn the_longest_prefix_wins_and_no_prefix_means_no_reuse() {
+        let cache = cache();
+        let wide = Counting::new(Some("/vsis3/data/"));
+        let settings = settings_with(wide.clone());
+        cache.resolve(&settings, &at("s3://data/x"), None).unwrap();
+        // Plant a narrower entry by hand-resolving with another provider value.
+        let narrow = Counting::new(Some("/vsis3/data/deep"));
+        let narrow_settings = settings_with(narrow.clone());
+        let got = cache
+            .resolve(&narrow_settings, &at("s3://data/deep/y"), None)
+            .unwrap();
+        // The wide entry already covers the path, so the narrow provider is not asked.
+        assert_eq!(key(&got), "key-1");
+        assert_eq!(narrow.calls(), 0);
+
+        let none = Counting::new(None);
+        let settings = settings_with(none.clone());
+        for _ in 0..3 {
+            cache.resolve(&settings, &at("s3://elsewhere/k"), None).unwrap();
+        }
+        assert_eq!(none.calls(), 3);
+    }
+
+    #[test]
+    fn concurrent_cold_lookups_of_one_path_make_one_call() {
+        let cache = Arc::new(cache());
+        let provider = Arc::new(Counting {
+            calls: AtomicUsize::new(0),
+            wait: Duration::from_millis(200),
+            prefix: None,
+            lifetime: None,
+        });
+        let settings = settings_with(provider.clone());
+        let start = Arc::new(Barrier::new(8));
+        let keys: Vec<String> = (0..8)
+            .map(|_| {
+                let (cache, settings, start) = (cache.clone(), settings.clone(), start.clone());
+                thread::spawn(move || {
+                    start.wait();
+                    key(&cache.resolve(&settings, &at("s3://b/same"), None).unwrap())
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect();
+        assert_eq!(provider.calls(), 1);
+        assert!(keys.iter().all(|k| k == "key-1"), "{keys:?}");
+    }
+
+    #[test]
+    fn different_paths_look_up_concurrently() {
+        // Four callbacks must be in flight at once: each waits for all four.
+        struct Gate(Barrier);
+        impl CredentialsProvider for Gate {
+            fn credentials(&self, _: CredentialsKind, _: &str) -> Result<Credentials> {
+                self.0.wait();
+                Ok(Credentials {
+                    access_key_id: "k".into(),
+                    ..Credentials::default()
+                })
+            }
+        }
+        let cache = Arc::new(cache());
+        let settings = settings_with(Arc::new(Gate(Barrier::new(4))));
+        let (tx, rx) = mpsc::channel();
+        for i in 0..4 {
+            let (cache, settings, tx) = (cache.clone(), settings.clone(), tx.clone());
+            thread::spawn(move || {
+                let l = at(&format!("s3://b/{i}"));
+                tx.send(cache.resolve(&settings, &l, None).is_ok()).unwrap();
+            });
+        }
+        for _ in 0..4 {
+            assert!(rx.recv_timeout(Duration::from_secs(10)).unwrap());
+        }
+    }
+
+    #[test]
+    fn failures_are_shared_but_never_cached() {
+        let cache = cache();
+        let provider = Counting::new(Some("s3://b"));
+        let settings = settings_with(provider.clone());
+        let err = cache.resolve(&settings, &at("s3://b/fail"), None).unwrap_err();
+        assert_eq!(err.status(), Status::Credentials);
+        let ok = cache.resolve(&settings, &at("s3://b/fail"), None).unwrap();
+        assert_eq!(key(&ok), "key-2");
+    }
+
+    #[test]
+    fn expiring_values_refresh_in_their_last_tenth_and_expired_ones_fail() {
+        let cache = cache();
+        // 5 s lifetime: the 1 s margin keeps it reusable for about 4 s.
+        let long = Arc::new(Counting {
+            calls: AtomicUsize::new(0),
+            wait: Duration::ZERO,
+            prefix: Some("s3://b".into()),
+            lifetime: Some(Duration::from_secs(5)),
+        });
+        let settings = settings_with(long.clone());
+        cache.resolve(&settings, &at("s3://b/1"), None).unwrap();
+        cache.resolve(&settings, &at("s3://b/2"), None).unwrap();
+        assert_eq!(long.calls(), 1);
+        // 800 ms lifetime: inside its refresh window at once, so every lookup calls.
+        let short = Arc::new(Counting {
+            calls: AtomicUsize::new(0),
+            wait: Duration::ZERO,
+            prefix: Some("s3://c".into()),
+            lifetime: Some(Duration::from_millis(800)),
+        });
+        let settings = settings_with(short.clone());
+        cache.resolve(&settings, &at("s3://c/1"), None).unwrap();
+        cache.resolve(&settings, &at("s3://c/2"), None).unwrap();
+        assert_eq!(short.calls(), 2);
+
+        struct Stale;
+        impl CredentialsProvider for Stale {
+            fn credentials(&self, _: CredentialsKind, _: &str) -> Result<Credentials> {
+                Ok(Credentials {
+                    access_key_id: "k".into(),
+                    expires_at: Some(SystemTime::now() - Duration::from_secs(1)),
+                    ..Credentials::default()
+                })
+            }
+        }
+        let err = cache
+            .resolve(&settings_with(Arc::new(Stale)), &at("s3://d/k"), None)
+            .unwrap_err();
+        assert_eq!(
+            err.message(),
+            "/vsis3/d/k: custom credential provider returned expired credentials"
+        );
+    }
+
+    #[test]
+    fn invalidation_drops_entries_and_overtaken_lookups() {
+        let cache = Arc::new(cache());
+        let provider = Arc::new(Counting {
+            calls: AtomicUsize::new(0),
+            wait: Duration::from_millis(300),
+            prefix: Some("s3://b".into()),
+            lifetime: None,
+        });
+        let settings = settings_with(provider.clone());
+        let l = at("s3://b/k");
+        assert_eq!(key(&cache.resolve(&settings, &l, None).unwrap()), "key-1");
+        cache.invalidate(&settings, &l);
+        // A lookup overtaken by an invalidation answers its callers but is not stored.
+        let running = {
+            let (cache, settings, l) = (cache.clone(), settings.clone(), l.clone());
+            thread::spawn(move || key(&cache.resolve(&settings, &l, None).unwrap()))
+        };
+        thread::sleep(Duration::from_millis(100));
+        cache.invalidate(&settings, &l);
+        assert_eq!(running.join().unwrap(), "key-2");
+        assert_eq!(key(&cache.resolve(&settings, &l, None).unwrap()), "key-3");
+        assert_eq!(key(&cache.resolve(&settings, &l, None).unwrap()), "key-3");
     }
 }

@@ -11,6 +11,8 @@ mod cache;
 mod gcs;
 pub(crate) mod http;
 mod source;
+#[cfg(test)]
+mod test_support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
