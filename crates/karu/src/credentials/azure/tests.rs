@@ -10,30 +10,12 @@ use karu_testkit::microsoft_token::{
 };
 
 use super::*;
-use crate::config::{Config, Settings};
-use crate::credentials::CredentialHttp;
-use crate::transport::{Transport, TransportOptions};
+use crate::credentials::test_support::{settings, with_context};
 
 const PATH: &str = "/vsiaz/ctr/key";
 
-fn settings(options: &[(&str, &str)]) -> Settings {
-    let mut config = Config::empty();
-    for (name, value) in options {
-        config.set(name, Some(value)).unwrap();
-    }
-    config.freeze().unwrap()
-}
-
 fn load_with(options: &[(&str, &str)]) -> Result<Option<Resolved>> {
-    let settings = settings(options);
-    let http = CredentialHttp::new(Transport::new(TransportOptions::default()).unwrap());
-    let ctx = LoadContext {
-        settings: &settings,
-        path: PATH,
-        deadline: None,
-        http: &http,
-    };
-    load(&ctx)
+    with_context(&settings(options), PATH, None, load)
 }
 
 fn bearer(r: Option<Resolved>) -> (String, SystemTime) {
@@ -298,15 +280,7 @@ fn answer(status: u16, body: &str) -> Answer {
 }
 
 fn token_of(a: &Answer, expiry: Expiry) -> Result<Resolved> {
-    let settings = settings(&[]);
-    let http = CredentialHttp::new(Transport::new(TransportOptions::default()).unwrap());
-    let ctx = LoadContext {
-        settings: &settings,
-        path: PATH,
-        deadline: None,
-        http: &http,
-    };
-    token(&ctx, a, expiry)
+    with_context(&settings(&[]), PATH, None, |ctx| token(ctx, a, expiry))
 }
 
 #[test]
