@@ -1,23 +1,35 @@
 #!/usr/bin/env bash
 # Runs karu's whole test suite: starts the real servers the tests need, then cargo test.
-# An nginx already described by KARU_TEST_NGINX_URL is used as is. If nginx cannot start,
-# the run fails under CI; elsewhere the nginx tests print a skip line.
+# A server already described by its variable (KARU_TEST_NGINX_URL, KARU_TEST_AZURITE_URL) is
+# used as is. If a server cannot start, the run fails under CI; elsewhere its tests print a
+# skip line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ -z "${KARU_TEST_NGINX_URL:-}" ]; then
-    env_file=$(mktemp "${TMPDIR:-/tmp}/karu-test-nginx.XXXXXX")
-    trap 'bash scripts/nginx.sh stop "$env_file"; rm -f "$env_file"' EXIT
-    trap 'exit 130' INT TERM
-    if bash scripts/nginx.sh start "$env_file"; then
+stops=()
+trap 'for s in "${stops[@]}"; do eval "$s"; done' EXIT
+trap 'exit 130' INT TERM
+
+# start_server NAME VAR: unless VAR is set, starts scripts/NAME.sh, sources the endpoints it
+# writes, and stops it on exit.
+start_server() {
+    local name=$1 var=$2
+    [ -n "${!var:-}" ] && return 0
+    local env_file
+    env_file=$(mktemp "${TMPDIR:-/tmp}/karu-test-$name.XXXXXX")
+    stops+=("bash scripts/$name.sh stop '$env_file'; rm -f '$env_file'")
+    if bash "scripts/$name.sh" start "$env_file"; then
         # shellcheck disable=SC1090
         source "$env_file"
     elif [ -n "${CI:-}" ]; then
-        echo "test.sh: nginx did not start (CI is set, so this fails the run)" >&2
+        echo "test.sh: $name did not start (CI is set, so this fails the run)" >&2
         exit 1
     else
-        echo "test.sh: WARNING: nginx did not start; the nginx tests will be skipped" >&2
+        echo "test.sh: WARNING: $name did not start; its tests will be skipped" >&2
     fi
-fi
+}
+
+start_server nginx KARU_TEST_NGINX_URL
+start_server azure KARU_TEST_AZURITE_URL
 
 cargo test --workspace "$@"
