@@ -424,6 +424,43 @@ fn imds_tokens_single_flight_then_refresh_after_expiry() {
 }
 
 #[test]
+fn path_rules_give_containers_their_own_credential_scope() {
+    let server = RangeServer::start();
+    server.register("ctr/obj", 100);
+    server.register("other/obj", 100);
+    let imds = AzureImds::start();
+    let mut config = Config::empty();
+    config
+        .set("AZURE_STORAGE_ENDPOINT", Some(&server.url("ok")))
+        .unwrap()
+        .set("IMDS_ENDPOINT", Some(&imds.endpoint()))
+        .unwrap()
+        .set("AZURE_IMDS_CLIENT_ID", Some("shared"))
+        .unwrap()
+        .set_path("az://other", "AZURE_IMDS_CLIENT_ID", Some("own"))
+        .unwrap();
+    let c = Client::new(&config).unwrap();
+    for _ in 0..2 {
+        for name in ["ctr/obj", "other/obj"] {
+            let object = Locator::parse(&format!("az://{name}")).unwrap();
+            content::check(name, 0, &c.read(&object, 0, 100).unwrap()).unwrap();
+        }
+    }
+    // One token per scope, each asked with its own selector, then reused.
+    let selector = |v: &str| Some(("client_id".to_owned(), v.to_owned()));
+    assert_eq!(imds.selectors(), [selector("shared"), selector("own")]);
+    assert_eq!(
+        bearers(&server),
+        [
+            "Bearer imds-token-1",
+            "Bearer imds-token-2",
+            "Bearer imds-token-1",
+            "Bearer imds-token-2"
+        ]
+    );
+}
+
+#[test]
 fn client_secret_and_app_service_tokens_reach_the_storage_server() {
     let server = RangeServer::start();
     server.register("ctr/obj", 1000);
