@@ -192,6 +192,9 @@ fn no_credentials(locator: &Locator) -> Error {
     )
 }
 
+/// Builds one attempt's GET: `<endpoint>/<container>/<encoded blob>` with `Range`,
+/// `If-Match`, `x-ms-version` and the authentication the credential stage and the options
+/// allow, plus the configured headers.
 pub(super) fn prepare(
     settings: &Settings,
     locator: &Locator,
