@@ -7,12 +7,16 @@
 
 #![warn(missing_docs)]
 
+pub mod app_service_identity;
+pub mod azure_imds;
 mod background;
 pub mod container;
 pub mod content;
 mod endpoint;
 pub mod imds;
 pub mod keys;
+pub mod credential_endpoint;
+pub mod microsoft_token;
 pub mod proxy;
 pub mod s3_responder;
 pub mod server;
