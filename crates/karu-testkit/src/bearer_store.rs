@@ -14,7 +14,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::content;
-use crate::plain::{Answer, Asked, Plain, percent_decode};
+use crate::plain::{Answer, Asked, Plain};
+use crate::server::percent_decode;
 
 #[derive(Default)]
 struct State {
@@ -82,7 +83,7 @@ fn answer(st: &State, asked: &Asked) -> Answer {
     if !token.is_some_and(|t| !t.is_empty() && !st.refused.contains(t)) {
         return Answer::text(401, "<Error><Code>AuthenticationRequired</Code></Error>");
     }
-    let name = percent_decode(asked.path.trim_start_matches('/'), false);
+    let name = percent_decode(asked.path.trim_start_matches('/'));
     let Some(&size) = st.objects.get(&name) else {
         return Answer::text(404, "<Error><Code>NoSuchKey</Code></Error>");
     };

@@ -24,6 +24,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use serde_json::{Value, json};
 
+use crate::keys::iso8601;
 use crate::plain::{Answer, Asked, Plain};
 
 /// How token answers carry `expires_in`.
@@ -309,7 +310,9 @@ fn impersonate(shared: &Shared, asked: &Asked) -> Answer {
         ExpiresIn::Absent => None,
     };
     if let Some(secs) = lifetime {
-        out["expireTime"] = json!(rfc3339(unix_now() + secs));
+        out["expireTime"] = json!(iso8601(
+            SystemTime::now() + Duration::from_secs(secs.max(0) as u64)
+        ));
     }
     Answer::json(200, out.to_string())
 }
@@ -348,39 +351,4 @@ fn verify_jwt(public_key: &[u8], jwt: &str, audience: &str) -> Result<Value, Str
         return Err(format!("iat {iat} / exp {exp} out of bounds"));
     }
     Ok(claims)
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ` for Unix time `secs`.
-pub fn rfc3339(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rfc3339_dates() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_440_938_160), "2015-08-30T12:36:00Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339(4_102_444_799), "2099-12-31T23:59:59Z");
-    }
 }

@@ -19,8 +19,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::plain::{Answer, Asked, Plain, percent_decode};
-use crate::server::RangeServer;
+use crate::plain::{Answer, Asked, Plain};
+use crate::server::{RangeServer, percent_decode};
 
 type Hook = Arc<dyn Fn(usize) + Send + Sync>;
 
@@ -132,7 +132,7 @@ fn answer(st: &mut State, asked: &Asked, cdn: std::net::SocketAddr) -> Answer {
             );
         }
     }
-    let name = percent_decode(asked.path.trim_start_matches('/'), false);
+    let name = percent_decode(asked.path.trim_start_matches('/'));
     match st.files.get(&name) {
         Some((size, route)) if name.contains("/resolve/") => Answer::text(302, "Found")
             .with_header(

@@ -54,39 +54,11 @@ impl Asked {
     }
 }
 
-/// Percent-decodes `a=b&c=d` (with `+` as space).
+/// Decodes `a=b&c=d` (`application/x-www-form-urlencoded`).
 fn decode_pairs(text: &str) -> HashMap<String, String> {
-    text.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k, true), percent_decode(v, true))
-        })
+    form_urlencoded::parse(text.as_bytes())
+        .into_owned()
         .collect()
-}
-
-/// Percent-decodes `s`; with `plus`, `+` is a space (form encoding). Invalid escapes stay.
-pub(crate) fn percent_decode(s: &str, plus: bool) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match b[i] {
-            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push((h * 16 + l) as u8);
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b'+' if plus => out.push(b' '),
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// What a handler answers.

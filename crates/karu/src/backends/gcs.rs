@@ -6,7 +6,7 @@ use aws_lc_rs::hmac;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
-use super::endpoint::service_root;
+use super::endpoint::Endpoint;
 use super::{ByteRange, Prepared, Signing};
 use crate::config::{Settings, check_managed_headers};
 use crate::credentials::Auth;
@@ -33,11 +33,13 @@ pub(super) fn prepare(
 ) -> Result<Prepared> {
     let path = locator.identity();
     let option = |name: &str| settings.option(name, path).filter(|v| !v.is_empty());
-    let root = service_root(
-        locator,
+    let root = Endpoint::parse(
+        &locator.display(),
         "GCS_ENDPOINT",
         option("GCS_ENDPOINT").unwrap_or(DEFAULT_ENDPOINT),
-    )?;
+        "https",
+    )?
+    .root();
     let resource = format!("/{}/{}", locator.container(), encode_key(locator.key()));
     let method = match signing.auth {
         Auth::Anonymous => Method::Anonymous,

@@ -6,7 +6,7 @@
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use super::endpoint::service_root;
+use super::endpoint::Endpoint;
 use super::{ByteRange, Prepared};
 use crate::config::{Settings, check_managed_headers};
 use crate::error::{Error, Result, Status};
@@ -27,7 +27,7 @@ pub(super) fn prepare(
         .option("HF_ENDPOINT", path)
         .filter(|v| !v.is_empty())
         .unwrap_or(DEFAULT_ENDPOINT);
-    let root = service_root(locator, "HF_ENDPOINT", endpoint)?;
+    let root = Endpoint::parse(&locator.display(), "HF_ENDPOINT", endpoint, "https")?.root();
     let mut headers = vec![("Range".to_owned(), range.header())];
     if let Some(tag) = if_match {
         headers.push(("If-Match".to_owned(), tag.to_owned()));

@@ -10,6 +10,7 @@ mod gcs;
 mod http;
 mod hugging_face;
 mod s3;
+mod sigv4;
 mod source;
 
 use std::time::SystemTime;

@@ -9,9 +9,9 @@ use http::Method;
 use serde_json::{Value, json};
 
 use super::gcs::{jwt_grant, read_small, refresh_grant, scope, token_uri};
-use super::gcs_oauth::{self, failure, non_empty, parse_rfc3339, with_bearer};
+use super::gcs_oauth::{self, failure, non_empty, with_bearer};
 use super::http::{CONNECT_TIMEOUT, Call};
-use super::{LoadContext, Resolved};
+use super::{LoadContext, Resolved, timestamp};
 use crate::error::Result;
 
 /// The name of the file inside gcloud's configuration directory.
@@ -149,7 +149,7 @@ fn external_account(ctx: &LoadContext, adc: &Value, shown: &str) -> Result<Resol
     let token = non_empty(&body, "accessToken")
         .ok_or_else(|| failure(ctx, "credential response has no access_token"))?;
     let expires_at = non_empty(&body, "expireTime")
-        .and_then(parse_rfc3339)
+        .and_then(timestamp::parse)
         .unwrap_or_else(|| SystemTime::now() + DEFAULT_LIFETIME);
     Ok(with_bearer(token, expires_at))
 }

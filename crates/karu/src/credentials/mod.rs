@@ -13,9 +13,12 @@ mod gcs_adc;
 mod gcs_oauth;
 pub(crate) mod http;
 mod jwt;
+mod process;
+mod profile;
 mod source;
 #[cfg(test)]
 mod test_support;
+mod timestamp;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -153,6 +156,7 @@ pub(crate) fn scope_options(kind: CredentialsKind) -> &'static [&'static str] {
             "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
             "AWS_EC2_METADATA_DISABLED",
             "AWS_METADATA_SERVICE_TIMEOUT",
+            "AWS_EC2_METADATA_SERVICE_ENDPOINT",
         ],
         CredentialsKind::Gcs => &[
             "GCS_ACCESS_TOKEN",
