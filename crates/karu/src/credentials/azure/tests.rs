@@ -274,7 +274,6 @@ fn two_imds_selectors_are_a_config_error() {
 fn answer(status: u16, body: &str) -> Answer {
     Answer {
         status,
-        headers: http::HeaderMap::new(),
         body: Bytes::from(body.to_owned()),
     }
 }
