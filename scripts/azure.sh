@@ -8,7 +8,7 @@
 #
 # start:
 #   * installs node and npm from Debian if missing, and azurite $AZURITE_VERSION from npm into
-#     ${XDG_CACHE_HOME:-~/.cache}/karu-test/azurite-$AZURITE_VERSION (kept between runs);
+#     ${KARU_TEST_CACHE:-~/.cache/karu-test}/azurite-$AZURITE_VERSION (kept between runs);
 #   * starts azurite-blob in memory on a free port of 127.0.0.1, telemetry off, with the
 #     well-known development account (devstoreaccount1);
 #   * creates the containers `karu` (private) and `karu-public` (anonymous read of blobs) and
@@ -16,7 +16,8 @@
 #     signer): blob NAME holds `karu_testkit::content::bytes(NAME, 0, SIZE)` for
 #     one.bin:1 small.bin:1000 medium.bin:1048583 "dir/a b.bin":4096;
 #   * computes an account SAS (read and list, blob service, one day), checks one ranged read
-#     with Shared Key and one with the SAS, and writes (sourceable, exported):
+#     with the SAS and one anonymous read of the public container, and writes (sourceable,
+#     exported):
 #       KARU_TEST_AZURITE_URL        blob endpoint, path style: http://127.0.0.1:PORT/devstoreaccount1
 #       KARU_TEST_AZURITE_ACCOUNT    devstoreaccount1
 #       KARU_TEST_AZURITE_KEY        its base64 key
@@ -31,42 +32,20 @@
 # wrong key -> 403 AuthorizationFailure; If-Match mismatch -> 412.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-LAST="$ROOT/target/karu-azurite.env"
+NAME=azurite
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+
 AZURITE_VERSION=3.37.0
 ACCOUNT=devstoreaccount1
 # The emulator's published development key (not a secret).
 KEY='Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=='
 BLOBS=("one.bin:1" "small.bin:1000" "medium.bin:1048583" "dir/a b.bin:4096")
 
-log() { echo "azure.sh: $*" >&2; }
-
-freeport() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# Returns 0 as soon as the server answers anything; bounded to ~20 s.
-waitfor() {
-    for _ in $(seq 1 200); do
-        curl -s -o /dev/null "$1" && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
+# Prints the path of azurite-blob, installed with npm into CACHE unless it already is.
 install_azurite() {
-    local pkgs=()
-    command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
-    command -v npm >/dev/null 2>&1 || pkgs+=(npm)
-    command -v curl >/dev/null 2>&1 || pkgs+=(curl)
-    command -v python3 >/dev/null 2>&1 || pkgs+=(python3)
-    if [ ${#pkgs[@]} -gt 0 ]; then
-        log "installing ${pkgs[*]} from Debian"
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq >&2
-        apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >&2
-    fi
-    local dir="${XDG_CACHE_HOME:-$HOME/.cache}/karu-test/azurite-$AZURITE_VERSION"
+    install_commands node:nodejs npm curl python3
+    local dir="$CACHE/azurite-$AZURITE_VERSION"
     if [ ! -x "$dir/node_modules/.bin/azurite-blob" ]; then
         log "installing azurite $AZURITE_VERSION into $dir"
         mkdir -p "$dir"
@@ -126,17 +105,8 @@ start() {
     local out=${1:-}
     local bin
     bin=$(install_azurite)
-    local W
-    W=$(mktemp -d "${TMPDIR:-/tmp}/karu-azurite.XXXXXX")
-    log "generating blobs in $W/files"
-    (cd "$ROOT" && cargo build -q -p karu-testkit --bin karu-testkit-gen)
-    local gen="${CARGO_TARGET_DIR:-$ROOT/target}/debug/karu-testkit-gen"
-    local spec name
-    for spec in "${BLOBS[@]}"; do
-        name=${spec%:*}
-        mkdir -p "$(dirname "$W/files/$name")"
-        "$gen" "$name" "${spec##*:}" "$W/files/$name"
-    done
+    begin_start
+    generate "$W/files" "${BLOBS[@]}"
 
     local port
     port=$(freeport)
@@ -145,36 +115,21 @@ start() {
     "$bin" --blobHost 127.0.0.1 --blobPort "$port" --inMemoryPersistence --extentMemoryLimit 256 \
         --disableTelemetry --skipApiVersionCheck --silent </dev/null >"$W/azurite.log" 2>&1 &
     local pid=$!
+    STARTED+=("$pid")
     local endpoint="http://127.0.0.1:$port/$ACCOUNT"
-    if ! waitfor "http://127.0.0.1:$port/"; then
-        log "azurite did not answer; its log:"
-        cat "$W/azurite.log" >&2
-        kill "$pid" 2>/dev/null || true
-        exit 1
-    fi
+    waitfor "http://127.0.0.1:$port/" || fail "azurite did not answer" "$W/azurite.log"
     local sas
-    if ! sas=$(seed "$endpoint" "$W/files"); then
-        log "seeding failed; azurite log:"
-        cat "$W/azurite.log" >&2
-        kill "$pid" 2>/dev/null || true
-        exit 1
-    fi
+    sas=$(seed "$endpoint" "$W/files") || fail "seeding failed" "$W/azurite.log"
 
     # Self-check: a SAS range read and an anonymous one of the public container return the
     # uploaded bytes.
-    local expect got
-    expect=$(dd if="$W/files/small.bin" bs=1 skip=10 count=10 2>/dev/null | od -An -tx1 | tr -d ' \n')
-    got=$(curl -s -r 10-19 "$endpoint/karu/small.bin?$sas" | od -An -tx1 | tr -d ' \n')
-    local public
-    public=$(curl -s -r 10-19 "$endpoint/karu-public/small.bin" | od -An -tx1 | tr -d ' \n')
-    if [ "$got" != "$expect" ] || [ "$public" != "$expect" ]; then
-        log "self-check failed: SAS read $got, public read $public, expected $expect"
-        kill "$pid" 2>/dev/null || true
-        exit 1
-    fi
+    check_range "$endpoint/karu/small.bin?$sas" "$W/files/small.bin" ||
+        fail "self-check of the SAS read failed" "$W/azurite.log"
+    check_range "$endpoint/karu-public/small.bin" "$W/files/small.bin" ||
+        fail "self-check of the public read failed" "$W/azurite.log"
+    end_start
 
-    local env
-    env=$(cat <<EOF
+    write_env "$out" "azurite $pid on $endpoint" <<EOF
 export KARU_TEST_AZURITE_URL=$endpoint
 export KARU_TEST_AZURITE_ACCOUNT=$ACCOUNT
 export KARU_TEST_AZURITE_KEY='$KEY'
@@ -184,48 +139,9 @@ export KARU_TEST_AZURITE_PUBLIC_CONTAINER=karu-public
 export KARU_TEST_AZURITE_DIR=$W
 export KARU_TEST_AZURITE_PID=$pid
 EOF
-)
-    mkdir -p "$(dirname "$LAST")"
-    echo "$env" > "$LAST"
-    if [ -n "$out" ]; then
-        echo "$env" > "$out"
-        log "azurite $pid on $endpoint (endpoints in $out)"
-    else
-        echo "$env"
-        log "azurite $pid on $endpoint"
-    fi
 }
 
-stop() {
-    local file=${1:-$LAST}
-    if [ ! -f "$file" ]; then
-        log "nothing to stop ($file not found)"
-        return 0
-    fi
-    local pid dir
-    pid=$(sed -n 's/^export KARU_TEST_AZURITE_PID=//p' "$file")
-    dir=$(sed -n 's/^export KARU_TEST_AZURITE_DIR=//p' "$file")
-    # Only the process recorded at start, and only while it is still an azurite.
-    if [ -n "$pid" ] && grep -q azurite "/proc/$pid/cmdline" 2>/dev/null; then
-        kill "$pid" 2>/dev/null || true
-        for _ in $(seq 1 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        log "stopped azurite $pid"
-    fi
-    case "$dir" in
-        "${TMPDIR:-/tmp}"/karu-azurite.*) rm -rf "$dir" ;;
-    esac
-    if [ -f "$LAST" ] && grep -qx "export KARU_TEST_AZURITE_PID=$pid" "$LAST"; then
-        rm -f "$LAST"
-    fi
-    return 0
-}
+# Only the process recorded at start, and only while it is still an azurite.
+stop() { stop_recorded "${1:-}" KARU_TEST_AZURITE_PID KARU_TEST_AZURITE_DIR azurite; }
 
-case "${1:-start}" in
-    start) shift || true; start "${1:-}" ;;
-    stop) shift; stop "${1:-}" ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' ;;
-    *) start "$1" ;;
-esac
+dispatch "$@"

@@ -11,13 +11,15 @@
 //! end with expiry, refresh and single flight, the refresh after a 401, and bad input failing
 //! only the reads it affects.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use common::{MEDIUM, ONE, SMALL, client, client_plus, collect, read_all};
 use karu::{
-    Batch, Client, Completion, Config, Credentials, CredentialsKind, CredentialsProvider, Locator,
-    Read, Status,
+    Client, Config, Credentials, CredentialsKind, CredentialsProvider, Locator, Read, Status,
 };
 use karu_testkit::app_service_identity::AppServiceIdentity;
 use karu_testkit::azure_imds::AzureImds;
@@ -25,11 +27,9 @@ use karu_testkit::microsoft_token::{MicrosoftTokenServer, Registration};
 use karu_testkit::server::etag;
 use karu_testkit::{RangeServer, content};
 
-/// The blobs `scripts/azure.sh` uploads to both containers (name, size).
-const SMALL: (&str, u64) = ("small.bin", 1000);
-const MEDIUM: (&str, u64) = ("medium.bin", 1_048_583);
+/// The blob `scripts/azure.sh` uploads to both containers besides the common `ONE`, `SMALL`
+/// and `MEDIUM` (name, size).
 const NESTED: (&str, u64) = ("dir/a b.bin", 4096);
-const ONE: (&str, u64) = ("one.bin", 1);
 
 /// The running azurite.
 struct Azurite {
@@ -41,31 +41,16 @@ struct Azurite {
     public: String,
 }
 
-/// The one place that reads the environment: `None` (after a skip line) when no azurite runs
-/// outside CI; a panic when none runs under CI.
+/// The running azurite, or `None` after a skip line (a panic under CI).
 fn azurite() -> Option<Azurite> {
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let Some(url) = var("KARU_TEST_AZURITE_URL") else {
-        if var("CI").is_some() {
-            panic!(
-                "KARU_TEST_AZURITE_URL is not set but CI is: the azurite tests must run in CI. \
-                 Run them through `bash scripts/test.sh`, or start azurite with \
-                 `scripts/azure.sh start ENV_FILE` and source ENV_FILE."
-            );
-        }
-        eprintln!("skipped: KARU_TEST_AZURITE_URL is not set (run `bash scripts/test.sh`)");
-        return None;
-    };
-    let require = |name: &str| {
-        var(name).unwrap_or_else(|| panic!("KARU_TEST_AZURITE_URL is set but {name} is not"))
-    };
+    let env = common::started("KARU_TEST_AZURITE_URL", "azure")?;
     Some(Azurite {
-        url,
-        account: require("KARU_TEST_AZURITE_ACCOUNT"),
-        key: require("KARU_TEST_AZURITE_KEY"),
-        sas: require("KARU_TEST_AZURITE_SAS"),
-        container: require("KARU_TEST_AZURITE_CONTAINER"),
-        public: require("KARU_TEST_AZURITE_PUBLIC_CONTAINER"),
+        account: env.require("KARU_TEST_AZURITE_ACCOUNT"),
+        key: env.require("KARU_TEST_AZURITE_KEY"),
+        sas: env.require("KARU_TEST_AZURITE_SAS"),
+        container: env.require("KARU_TEST_AZURITE_CONTAINER"),
+        public: env.require("KARU_TEST_AZURITE_PUBLIC_CONTAINER"),
+        url: env.url,
     })
 }
 
@@ -81,38 +66,6 @@ impl Azurite {
             ("AZURE_STORAGE_ACCOUNT", &self.account),
             ("AZURE_STORAGE_ACCESS_KEY", &self.key),
         ])
-    }
-}
-
-fn client(options: &[(&str, &str)]) -> Client {
-    let mut config = Config::empty();
-    for (name, value) in options {
-        config.set(name, Some(value)).unwrap();
-    }
-    Client::new(&config).unwrap()
-}
-
-fn collect(batch: &Batch) -> Vec<Completion> {
-    let mut all: Vec<Completion> = batch.collect();
-    all.sort_by_key(|d| d.tag);
-    all
-}
-
-/// Reads `spans` of blob `name` in one batch and checks every byte.
-fn read_all(client: &Client, object: &Locator, name: &str, spans: &[(u64, u64)]) {
-    let reads = spans
-        .iter()
-        .enumerate()
-        .map(|(i, &(off, len))| Read::new(object, off, len).tag(i as u64))
-        .collect();
-    let batch = client.submit(reads).unwrap();
-    let done = collect(&batch);
-    assert_eq!(done.len(), spans.len());
-    for d in done {
-        let (off, len) = spans[d.tag as usize];
-        assert!(d.result.is_ok(), "{name} [{off}, +{len}): {:?}", d.result);
-        assert_eq!(d.bytes().len() as u64, len);
-        content::check(name, off, d.bytes()).unwrap();
     }
 }
 
@@ -285,10 +238,7 @@ fn data_lake_paths_against_the_blob_endpoint() {
 /// A client whose Azure endpoint is `/ok` on `server` (blob `ctr/<name>` is object
 /// `ctr/<name>` there), anonymous.
 fn kit_client(server: &RangeServer, fault: &str, extra: &[(&str, &str)]) -> Client {
-    let endpoint = server.url(fault);
-    let mut options = vec![("AZURE_STORAGE_ENDPOINT", endpoint.as_str())];
-    options.extend_from_slice(extra);
-    client(&options)
+    client_plus(&[("AZURE_STORAGE_ENDPOINT", &server.url(fault))], extra)
 }
 
 #[test]

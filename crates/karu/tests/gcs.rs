@@ -12,22 +12,23 @@
 //! Without `KARU_TEST_GCS_URL` the emulator tests print a skip line and pass, except under
 //! `CI`, where they fail. Tests of bad input and of credentials need no emulator.
 
-use std::collections::BTreeSet;
+mod common;
+
 use std::io::Read as _;
 use std::time::{Duration, SystemTime};
 
 use aws_lc_rs::hmac;
 use base64::Engine as _;
-use karu::{Client, Config, Locator, Read, Status};
+use common::{
+    LARGE, MEDIUM, ONE, Rng, SMALL, client, client_plus, collect, random_spans, read_all,
+    read_checked,
+};
+use karu::{Client, Locator, Read, Status};
 use karu_testkit::{
     BearerStore, ExpiresIn, GoogleTokenServer, MetadataServer, RangeServer, content,
 };
 
-/// Objects `scripts/gcs.sh` seeds (name, size).
-const ONE: (&str, u64) = ("one.bin", 1);
-const SMALL: (&str, u64) = ("small.bin", 1000);
-const MEDIUM: (&str, u64) = ("medium.bin", 1_048_583);
-const LARGE: (&str, u64) = ("large.bin", 16_777_219);
+/// Objects `scripts/gcs.sh` seeds besides the common ones (name, size).
 const SPACED: (&str, u64) = ("dir/a b.bin", 4096);
 /// Stored with `Content-Encoding: gzip`; its plain bytes are the content of this name.
 const GZIP: (&str, usize) = ("gzip/stored.bin", 100_000);
@@ -45,101 +46,20 @@ impl Gcs {
 
     /// A client reading anonymously from the emulator, plus `options`.
     fn client(&self, options: &[(&str, &str)]) -> Client {
-        let mut all = vec![
-            ("GCS_ENDPOINT", self.url.as_str()),
-            ("GCS_NO_SIGN_REQUEST", "YES"),
-        ];
-        all.extend_from_slice(options);
-        client_with(&all)
+        client_plus(
+            &[("GCS_ENDPOINT", &self.url), ("GCS_NO_SIGN_REQUEST", "YES")],
+            options,
+        )
     }
 }
 
-/// The one place that reads the environment: `None` (after a skip line) when no emulator runs
-/// outside CI; a panic when none runs under CI.
+/// The running emulator, or `None` after a skip line (a panic under CI).
 fn gcs() -> Option<Gcs> {
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let Some(url) = var("KARU_TEST_GCS_URL") else {
-        if var("CI").is_some() {
-            panic!(
-                "KARU_TEST_GCS_URL is not set but CI is: the GCS tests must run in CI. Run \
-                 them through `bash scripts/test.sh`, or start the emulator with \
-                 `scripts/gcs.sh start ENV_FILE` and source ENV_FILE."
-            );
-        }
-        eprintln!("skipped: KARU_TEST_GCS_URL is not set (run `bash scripts/test.sh`)");
-        return None;
-    };
+    let env = common::started("KARU_TEST_GCS_URL", "gcs")?;
     Some(Gcs {
-        url: url.trim_end_matches('/').to_owned(),
-        bucket: var("KARU_TEST_GCS_BUCKET")
-            .unwrap_or_else(|| panic!("KARU_TEST_GCS_URL is set but KARU_TEST_GCS_BUCKET is not")),
+        bucket: env.require("KARU_TEST_GCS_BUCKET"),
+        url: env.url,
     })
-}
-
-fn client_with(options: &[(&str, &str)]) -> Client {
-    let mut config = Config::empty();
-    for (name, value) in options {
-        config.set(name, Some(value)).unwrap();
-    }
-    Client::new(&config).unwrap()
-}
-
-/// A small deterministic generator (no seeding from time: failures must reproduce).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 16) % n
-    }
-}
-
-fn random_spans(rng: &mut Rng, size: u64, n: usize, max_len: u64) -> Vec<(u64, u64)> {
-    (0..n)
-        .map(|_| {
-            let len = 1 + rng.below(max_len.min(size));
-            (rng.below(size - len + 1), len)
-        })
-        .collect()
-}
-
-/// Submits `(offset, length)` reads of one object and checks every completion's bytes
-/// against `expected(offset, length)`; returns the batch's stats.
-fn read_checked(
-    client: &Client,
-    object: &Locator,
-    spans: &[(u64, u64)],
-    expected: impl Fn(u64, u64) -> Vec<u8>,
-) -> karu::BatchStats {
-    let reads = spans
-        .iter()
-        .enumerate()
-        .map(|(i, &(off, len))| Read::new(object, off, len).tag(i as u64))
-        .collect();
-    let batch = client.submit(reads).unwrap();
-    let mut seen = BTreeSet::new();
-    for done in &batch {
-        let (off, len) = spans[done.tag as usize];
-        let what = format!("{} [{off}, +{len})", object.identity());
-        assert!(done.result.is_ok(), "{what}: {:?}", done.result);
-        assert_eq!(done.got, len, "{what}");
-        assert!(
-            done.bytes() == expected(off, len).as_slice(),
-            "{what}: wrong bytes"
-        );
-        assert!(seen.insert(done.tag), "tag {} completed twice", done.tag);
-    }
-    assert_eq!(seen.len(), spans.len(), "every read completes once");
-    let stats = batch.stats();
-    assert_eq!(stats.transfers, stats.transfers_finished);
-    stats
-}
-
-fn content_of(name: &str) -> impl Fn(u64, u64) -> Vec<u8> + '_ {
-    move |off, len| content::bytes(name, off, len as usize)
 }
 
 #[test]
@@ -149,11 +69,11 @@ fn random_ranges_return_exact_bytes() {
     let mut rng = Rng(0x0067_6373);
     for (name, size) in [LARGE, MEDIUM, SMALL, SPACED] {
         let spans = random_spans(&mut rng, size, 200, 70_000);
-        read_checked(&c, &g.object(name), &spans, content_of(name));
+        read_all(&c, &g.object(name), name, &spans);
     }
     for (name, size) in [SMALL, SPACED, ONE] {
         let spans = [(0, size), (size - 1, 1)];
-        read_checked(&c, &g.object(name), &spans, content_of(name));
+        read_all(&c, &g.object(name), name, &spans);
     }
     // The VSI spelling names the same object; the blocking single read.
     let vsi = Locator::parse(&format!("/vsigs/{}/{}", g.bucket, LARGE.0)).unwrap();
@@ -176,7 +96,7 @@ fn merged_batches_return_exact_bytes() {
         spans.push((base, 10));
         spans.push((base, 10));
     }
-    let stats = read_checked(&c, &g.object(name), &spans, content_of(name));
+    let stats = read_all(&c, &g.object(name), name, &spans);
     assert!(
         stats.transfers <= 20,
         "{} reads in 10 clusters should merge into few transfers: {stats}",
@@ -256,8 +176,7 @@ fn missing_objects_and_reads_past_the_end() {
             Read::new(&object, 0, 10).tag(5),
         ])
         .unwrap();
-    let mut done: Vec<_> = (&batch).into_iter().collect();
-    done.sort_by_key(|d| d.tag);
+    let done = collect(&batch);
     assert_eq!(done[0].status(), Status::Range);
     assert_eq!(done[0].got, 10);
     content::check(name, size - 10, &done[0].bytes()[..10]).unwrap();
@@ -301,8 +220,13 @@ fn gzip_stored_objects_are_read_as_stored() {
     // Ranges address the stored bytes.
     let mut rng = Rng(3);
     let spans = random_spans(&mut rng, size, 50, size / 3);
-    read_checked(&c, &object, &spans, |off, len| {
-        stored[off as usize..(off + len) as usize].to_vec()
+    read_checked(&c, &object, &spans, |off, bytes| {
+        let off = off as usize;
+        if bytes == &stored[off..off + bytes.len()] {
+            Ok(())
+        } else {
+            Err("wrong bytes".to_owned())
+        }
     });
     let ends = c.read_ends(&object, 64, 64).unwrap();
     assert_eq!(ends.head, &stored[..64]);
@@ -315,7 +239,7 @@ fn transcoded_responses_are_refused() {
     // A plain HTTP read sends no Accept-Encoding: the emulator decodes the stored gzip, as
     // GCS does, and says so in X-Goog-Stored-Content-Encoding.
     let url = format!("{}/{}/{}", g.url, g.bucket, GZIP.0);
-    let c = client_with(&[]);
+    let c = client(&[]);
     let e = c.read(&Locator::parse(&url).unwrap(), 0, 100).unwrap_err();
     assert_eq!(e.status(), Status::Http, "{e}");
     assert!(e.message().starts_with(&url), "{e}");
@@ -325,7 +249,7 @@ fn transcoded_responses_are_refused() {
     let e = c.stat(&Locator::parse(&url).unwrap()).unwrap_err();
     assert_eq!(e.status(), Status::Http, "{e}");
     // Asking for the stored encoding through KARU_HTTP_HEADERS reads the stored bytes.
-    let c = client_with(&[("KARU_HTTP_HEADERS", "Accept-Encoding: gzip")]);
+    let c = client(&[("KARU_HTTP_HEADERS", "Accept-Encoding: gzip")]);
     let stored = c.read(&Locator::parse(&url).unwrap(), 0, 2).unwrap();
     assert_eq!(stored, [0x1f, 0x8b]);
 }
@@ -343,15 +267,14 @@ fn malformed_endpoints_fail_only_their_reads() {
             "cannot contain user information",
         ),
     ] {
-        let c = client_with(&[("GCS_ENDPOINT", endpoint), ("GCS_NO_SIGN_REQUEST", "YES")]);
+        let c = client(&[("GCS_ENDPOINT", endpoint), ("GCS_NO_SIGN_REQUEST", "YES")]);
         let batch = c
             .submit(vec![
                 Read::new(&gs, 0, 10).tag(1),
                 Read::new(&good, 0, 10).tag(2),
             ])
             .unwrap();
-        let mut done: Vec<_> = (&batch).into_iter().collect();
-        done.sort_by_key(|d| d.tag);
+        let done = collect(&batch);
         let e = done[0].result.as_ref().unwrap_err();
         assert_eq!(e.status(), Status::Config, "{e}");
         assert_eq!(
@@ -371,17 +294,16 @@ fn refresh_client(
     tokens: &GoogleTokenServer,
     extra: &[(&str, &str)],
 ) -> Client {
-    let endpoint = store.url();
-    let token_uri = tokens.token_url();
-    let mut options = vec![
-        ("GCS_ENDPOINT", endpoint.as_str()),
-        ("GCS_OAUTH_TOKEN_URI", token_uri.as_str()),
-        ("GCS_REFRESH_TOKEN", "rt"),
-        ("GCS_CLIENT_ID", "id"),
-        ("GCS_CLIENT_SECRET", "secret"),
-    ];
-    options.extend_from_slice(extra);
-    client_with(&options)
+    client_plus(
+        &[
+            ("GCS_ENDPOINT", &store.url()),
+            ("GCS_OAUTH_TOKEN_URI", &tokens.token_url()),
+            ("GCS_REFRESH_TOKEN", "rt"),
+            ("GCS_CLIENT_ID", "id"),
+            ("GCS_CLIENT_SECRET", "secret"),
+        ],
+        extra,
+    )
 }
 
 #[test]
@@ -501,7 +423,7 @@ fn tokens_are_refreshed_before_they_expire() {
     });
     let adc_file = dir.path().join("adc.json");
     std::fs::write(&adc_file, adc.to_string()).unwrap();
-    let c = client_with(&[
+    let c = client(&[
         ("GCS_ENDPOINT", &store.url()),
         ("GOOGLE_APPLICATION_CREDENTIALS", adc_file.to_str().unwrap()),
     ]);
@@ -528,7 +450,7 @@ fn service_account_keys_sign_a_jwt_the_endpoint_verifies() {
     let store = BearerStore::start();
     let tokens = GoogleTokenServer::start();
     store.add("bkt/obj.bin", 100);
-    let c = client_with(&[
+    let c = client(&[
         ("GCS_ENDPOINT", &store.url()),
         ("GCS_OAUTH_TOKEN_URI", &tokens.token_url()),
         ("GCS_PRIVATE_KEY", tokens.private_key_pem()),
@@ -553,7 +475,7 @@ fn metadata_tokens_reach_the_store() {
     let store = BearerStore::start();
     let meta = MetadataServer::start();
     store.add("bkt/obj.bin", 100);
-    let c = client_with(&[
+    let c = client(&[
         ("GCS_ENDPOINT", &store.url()),
         ("GCS_METADATA_ENDPOINT", &meta.token_url()),
     ]);
@@ -562,7 +484,7 @@ fn metadata_tokens_reach_the_store() {
     assert_eq!(store.authorizations(), ["Bearer metadata-1"]);
     // An explicit endpoint that fails is the read's error.
     meta.set_status(Some(500));
-    let c = client_with(&[
+    let c = client(&[
         ("GCS_ENDPOINT", &store.url()),
         ("GCS_METADATA_ENDPOINT", &meta.token_url()),
     ]);
@@ -578,7 +500,7 @@ fn metadata_tokens_reach_the_store() {
 fn hmac_keys_sign_goog1_requests() {
     let server = RangeServer::start();
     server.register("dir/a b.bin", 3000);
-    let c = client_with(&[
+    let c = client(&[
         ("GCS_ENDPOINT", &format!("http://{}", server.addr())),
         ("GCS_HMAC_ACCESS_KEY_ID", "GOOG1EXAMPLE"),
         ("GCS_HMAC_SECRET_ACCESS_KEY", "hmac-secret"),
@@ -612,11 +534,11 @@ fn signed_requests_do_not_follow_redirects_anonymous_ones_do() {
     server.register("f.bin", 100);
     let endpoint = format!("http://{}", server.addr());
     let object = Locator::parse("gs://redirect/f.bin").unwrap();
-    let signed = client_with(&[("GCS_ENDPOINT", &endpoint), ("GCS_ACCESS_TOKEN", "tok")]);
+    let signed = client(&[("GCS_ENDPOINT", &endpoint), ("GCS_ACCESS_TOKEN", "tok")]);
     let e = signed.read(&object, 0, 10).unwrap_err();
     assert_eq!(e.status(), Status::Http, "{e}");
     assert!(e.message().contains("302"), "{e}");
-    let anonymous = client_with(&[("GCS_ENDPOINT", &endpoint), ("GCS_NO_SIGN_REQUEST", "YES")]);
+    let anonymous = client(&[("GCS_ENDPOINT", &endpoint), ("GCS_NO_SIGN_REQUEST", "YES")]);
     let got = anonymous.read(&object, 0, 10).unwrap();
     content::check("f.bin", 0, &got).unwrap();
     let log = server.log();
@@ -626,7 +548,7 @@ fn signed_requests_do_not_follow_redirects_anonymous_ones_do() {
 
 #[test]
 fn no_credentials_is_a_credentials_error() {
-    let c = client_with(&[("GCS_ENDPOINT", "http://127.0.0.1:9")]);
+    let c = client(&[("GCS_ENDPOINT", "http://127.0.0.1:9")]);
     let e = c
         .read(&Locator::parse("gs://bkt/obj.bin").unwrap(), 0, 1)
         .unwrap_err();
@@ -638,7 +560,7 @@ fn no_credentials_is_a_credentials_error() {
          GCS_NO_SIGN_REQUEST=YES"
     );
     // Both private-key options: CONFIG for the read, whatever else is configured after it.
-    let c = client_with(&[
+    let c = client(&[
         ("GCS_PRIVATE_KEY", "pem"),
         ("GCS_PRIVATE_KEY_FILE", "/k.pem"),
         ("GCS_CLIENT_EMAIL", "sa@p.iam"),

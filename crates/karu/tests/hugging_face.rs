@@ -3,24 +3,16 @@
 //! the hub only, range checks on the CDN's answer, 401/404 mapping, a token file read again
 //! for every attempt, and the same-origin rule of `KARU_HTTP_HEADERS`. Every byte is checked.
 
+mod common;
+
 use std::path::Path;
 
-use karu::{Client, Config, Locator, Read, Status};
+use common::{client, client_plus, read_all};
+use karu::{Client, Locator, Read, Status};
 use karu_testkit::{HubServer, RangeServer, content};
 
-fn client_with(options: &[(&str, &str)]) -> Client {
-    let mut config = Config::empty();
-    for (name, value) in options {
-        config.set(name, Some(value)).unwrap();
-    }
-    Client::new(&config).unwrap()
-}
-
 fn hub_client(hub: &HubServer, options: &[(&str, &str)]) -> Client {
-    let url = hub.url();
-    let mut all = vec![("HF_ENDPOINT", url.as_str())];
-    all.extend_from_slice(options);
-    client_with(&all)
+    client_plus(&[("HF_ENDPOINT", &hub.url())], options)
 }
 
 fn hf(uri: &str) -> Locator {
@@ -37,22 +29,12 @@ fn reads_follow_the_redirect_and_keep_the_token_on_the_hub() {
     let c = hub_client(&hub, &[("HF_TOKEN", "tok")]);
     let object = hf("hf://datasets/org/repo@v 1+x/dir/a b.bin");
 
-    let spans = [(0, 100), (size - 1, 1), (12_345, 40_000), (500, 1)];
-    let reads = spans
-        .iter()
-        .enumerate()
-        .map(|(i, &(off, len))| Read::new(&object, off, len).tag(i as u64))
-        .collect();
-    let batch = c.submit(reads).unwrap();
-    let mut count = 0;
-    for done in &batch {
-        let (off, len) = spans[done.tag as usize];
-        assert!(done.result.is_ok(), "[{off}, +{len}): {:?}", done.result);
-        assert_eq!(done.got, len);
-        content::check(name, off, done.bytes()).unwrap();
-        count += 1;
-    }
-    assert_eq!(count, spans.len());
+    read_all(
+        &c,
+        &object,
+        name,
+        &[(0, 100), (size - 1, 1), (12_345, 40_000), (500, 1)],
+    );
     let info = c.stat(&object).unwrap();
     assert_eq!(info.size, size);
     assert!(info.etag.is_some());
@@ -237,7 +219,7 @@ fn bad_token_files_and_endpoints_fail_only_their_reads() {
     ];
     for (options, status, message) in cases {
         let options: Vec<(&str, &str)> = options.iter().map(|(n, v)| (*n, v.as_str())).collect();
-        let c = client_with(&options);
+        let c = client(&options);
         let batch = c
             .submit(vec![
                 Read::new(&hf("hf://o/m/f.bin"), 0, 10).tag(1),
