@@ -8,9 +8,10 @@ mod azure;
 mod cache;
 mod gcs;
 mod gcs_adc;
-mod gcs_oauth;
 pub(crate) mod http;
 mod jwt;
+mod keys;
+mod oauth;
 mod process;
 mod profile;
 mod source;
@@ -18,6 +19,7 @@ mod source;
 mod test_support;
 mod timestamp;
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -81,6 +83,11 @@ impl LoadContext<'_> {
         self.settings
             .option(name, self.path)
             .filter(|v| !v.is_empty())
+    }
+
+    /// A CREDENTIALS error about this path: "<path>: <why>".
+    pub(crate) fn failure(&self, why: impl fmt::Display) -> Error {
+        Error::new(Status::Credentials, format!("{}: {why}", self.path))
     }
 }
 
