@@ -16,7 +16,7 @@ mod process;
 mod profile;
 mod source;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 mod timestamp;
 
 use std::fmt;
