@@ -4,7 +4,7 @@
 //! exchange is logged.
 
 use std::convert::Infallible;
-use std::net::{SocketAddr, TcpListener as StdListener};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -123,7 +123,7 @@ impl Answer {
 }
 
 /// Locks `m`, ignoring poisoning (a panicking test must not hide the server's state).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -150,19 +150,13 @@ impl<S: Send + 'static> Endpoint<S> {
         state: S,
         handler: impl Fn(&mut S, &Asked) -> Answer + Send + Sync + 'static,
     ) -> Endpoint<S> {
-        let listener = StdListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        listener.set_nonblocking(true).expect("set_nonblocking");
-        let addr = listener.local_addr().expect("local_addr");
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             log: Mutex::new(Vec::new()),
             handler: Box::new(handler),
         });
         let sh = Arc::clone(&shared);
-        let background = Background::start(name, move || {
-            let l = TcpListener::from_std(listener).expect("listener");
-            tokio::spawn(accept_loop(l, sh));
-        });
+        let (addr, background) = Background::listen(name, move |l| accept_loop(l, sh));
         Endpoint {
             shared,
             addr,

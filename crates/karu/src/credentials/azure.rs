@@ -68,12 +68,7 @@ fn client_credentials(ctx: &LoadContext) -> Result<Option<Resolved>> {
         vec![("client_secret", secret)]
     } else if let Some(file) = ctx.option("AZURE_FEDERATED_TOKEN_FILE") {
         let path = ctx.settings.expand_home(file);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            ctx.failure(format_args!(
-                "cannot read AZURE_FEDERATED_TOKEN_FILE '{}': {e}",
-                path.display()
-            ))
-        })?;
+        let text = ctx.read_file("AZURE_FEDERATED_TOKEN_FILE", &path)?;
         federated = text.trim().to_owned();
         if federated.is_empty() {
             return Err(ctx.failure(format_args!(

@@ -2,7 +2,6 @@
 //! keys, a refresh token, an ADC file (see `gcs_adc`), a service-account private key, then the
 //! metadata server.
 
-use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::Method;
@@ -23,8 +22,6 @@ const DEFAULT_METADATA: &str =
     "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token";
 /// Connect timeout of the metadata request (the total is twice that).
 const METADATA_TIMEOUT: Duration = Duration::from_secs(1);
-/// The largest private key file read.
-const KEY_FILE_LIMIT: u64 = 1 << 20;
 
 /// Loads credentials for `ctx.path`; `Ok(None)` when no source has any.
 pub(super) fn load(ctx: &LoadContext) -> Result<Option<Resolved>> {
@@ -140,29 +137,13 @@ fn private_key(ctx: &LoadContext) -> Result<Option<Resolved>> {
         (Some(pem), None) => pem.to_owned(),
         (None, Some(file)) => {
             let path = ctx.settings.expand_home(file);
-            read_small(&path, KEY_FILE_LIMIT).map_err(|e| {
-                ctx.failure(format_args!(
-                    "cannot read GCS_PRIVATE_KEY_FILE '{}': {e}",
-                    path.display()
-                ))
-            })?
+            ctx.read_file("GCS_PRIVATE_KEY_FILE", &path)?
         }
     };
     let email = ctx
         .option("GCS_CLIENT_EMAIL")
         .ok_or_else(|| ctx.failure("a GCS private key needs GCS_CLIENT_EMAIL"))?;
     jwt_grant(ctx, "GCS private key", &pem, None, email, &token_uri(ctx)).map(Some)
-}
-
-/// Reads a text file of at most `limit` bytes.
-pub(super) fn read_small(path: &Path, limit: u64) -> std::io::Result<String> {
-    let len = std::fs::metadata(path)?.len();
-    if len > limit {
-        return Err(std::io::Error::other(format!(
-            "the file is larger than {limit} bytes"
-        )));
-    }
-    std::fs::read_to_string(path)
 }
 
 /// The metadata server, with discovery or when a metadata option is set; skipped when
@@ -189,6 +170,7 @@ fn metadata(ctx: &LoadContext) -> Result<Option<Resolved>> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
     use std::time::Instant;
 
     use karu_testkit::{ExpiresIn, GoogleTokenServer, MetadataServer};

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use http::Method;
 use serde_json::{Value, json};
 
-use super::gcs::{jwt_grant, read_small, refresh_grant, scope, token_uri};
+use super::gcs::{jwt_grant, refresh_grant, scope, token_uri};
 use super::http::{CONNECT_TIMEOUT, Call};
 use super::oauth::{self, non_empty, with_bearer};
 use super::{LoadContext, Resolved, timestamp};
@@ -16,8 +16,6 @@ use crate::error::Result;
 
 /// The name of the file inside gcloud's configuration directory.
 const ADC_FILE: &str = "application_default_credentials.json";
-/// The largest ADC or subject-token file read.
-const FILE_LIMIT: u64 = 1 << 20;
 /// `token_url`'s default for external accounts: Google's STS.
 const DEFAULT_STS: &str = "https://sts.googleapis.com/v1/token";
 
@@ -27,11 +25,7 @@ pub(super) fn load(ctx: &LoadContext) -> Result<Option<Resolved>> {
         return Ok(None);
     };
     let shown = path.display();
-    let text = read_small(&path, FILE_LIMIT).map_err(|e| {
-        ctx.failure(format_args!(
-            "cannot read GOOGLE_APPLICATION_CREDENTIALS file '{shown}': {e}"
-        ))
-    })?;
+    let text = ctx.read_file("GOOGLE_APPLICATION_CREDENTIALS file", &path)?;
     // The parse error is not shown: it may quote the file's secrets.
     let adc: Value = serde_json::from_str(&text).map_err(|_| {
         ctx.failure(format_args!(
@@ -145,12 +139,7 @@ fn external_account(ctx: &LoadContext, adc: &Value, shown: &str) -> Result<Resol
 fn subject_token(ctx: &LoadContext, source: &Value, shown: &str) -> Result<String> {
     let text = if let Some(file) = non_empty(source, "file") {
         let path = ctx.settings.expand_home(file);
-        read_small(&path, FILE_LIMIT).map_err(|e| {
-            ctx.failure(format_args!(
-                "cannot read the subject token file '{}': {e}",
-                path.display()
-            ))
-        })?
+        ctx.read_file("the subject token file", &path)?
     } else if let Some(url) = non_empty(source, "url") {
         let mut call = Call::new(Method::GET, url);
         if let Some(headers) = source["headers"].as_object() {

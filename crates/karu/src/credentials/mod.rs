@@ -20,6 +20,7 @@ pub(crate) mod test_support;
 mod timestamp;
 
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -88,6 +89,22 @@ impl LoadContext<'_> {
     /// A CREDENTIALS error about this path: "<path>: <why>".
     pub(crate) fn failure(&self, why: impl fmt::Display) -> Error {
         Error::new(Status::Credentials, format!("{}: {why}", self.path))
+    }
+
+    /// Reads a key or token file of at most 1 MiB; failures are "cannot read <what>
+    /// '<file>': <why>".
+    pub(crate) fn read_file(&self, what: &str, file: &Path) -> Result<String> {
+        const LIMIT: u64 = 1 << 20;
+        let read = || {
+            if std::fs::metadata(file)?.len() > LIMIT {
+                return Err(std::io::Error::other(format!(
+                    "the file is larger than {LIMIT} bytes"
+                )));
+            }
+            std::fs::read_to_string(file)
+        };
+        read()
+            .map_err(|e| self.failure(format_args!("cannot read {what} '{}': {e}", file.display())))
     }
 }
 

@@ -95,24 +95,28 @@ fn path_style_endpoints_put_the_account_in_the_canonical_resource_twice() {
 
 #[test]
 fn default_urls_for_blob_and_data_lake() {
-    let anon = Auth::Anonymous;
     let acc = [("AZURE_STORAGE_ACCOUNT", "account")];
-    assert_eq!(
-        url(&acc, "az://container/a b", &anon),
-        "https://account.blob.core.windows.net/container/a%20b"
-    );
-    assert_eq!(
-        url(&acc, "/vsiaz/container/a b", &anon),
-        "https://account.blob.core.windows.net/container/a%20b"
-    );
-    assert_eq!(
-        url(&acc, "abfs://fs/dir/a b", &anon),
-        "https://account.dfs.core.windows.net/fs/dir/a%20b"
-    );
-    assert_eq!(
-        url(&acc, "/vsiadls/fs/x//y", &anon),
-        "https://account.dfs.core.windows.net/fs/x//y"
-    );
+    let cases = [
+        (
+            "az://container/a b",
+            "https://account.blob.core.windows.net/container/a%20b",
+        ),
+        (
+            "/vsiaz/container/a b",
+            "https://account.blob.core.windows.net/container/a%20b",
+        ),
+        (
+            "abfs://fs/dir/a b",
+            "https://account.dfs.core.windows.net/fs/dir/a%20b",
+        ),
+        (
+            "/vsiadls/fs/x//y",
+            "https://account.dfs.core.windows.net/fs/x//y",
+        ),
+    ];
+    for (uri, expected) in cases {
+        assert_eq!(url(&acc, uri, &Auth::Anonymous), expected, "{uri}");
+    }
 }
 
 #[test]

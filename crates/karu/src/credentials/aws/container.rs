@@ -106,11 +106,6 @@ fn token(ctx: &LoadContext) -> Result<Option<String>> {
         return Ok(None);
     };
     let path = ctx.settings.expand_home(file);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        ctx.failure(format_args!(
-            "cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE '{}': {e}",
-            path.display()
-        ))
-    })?;
+    let text = ctx.read_file("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &path)?;
     Ok(Some(text.trim().to_owned()))
 }
