@@ -10,6 +10,7 @@ mod shared_key;
 use super::Prepared;
 use super::attempt::Attempt;
 use super::endpoint::Endpoint;
+use crate::config::Credentials;
 use crate::credentials::Auth;
 use crate::error::{Error, Result, Status};
 use crate::locator::{Backend, Locator, encode_key};
@@ -41,34 +42,19 @@ fn merge(a: &Attempt, conn: &ConnectionString) -> Merged {
         Auth::Signed(r) => Some(&r.credentials),
         Auth::Anonymous | Auth::Missing => None,
     };
-    let pick = |from_auth: Option<&str>, name: &str, from_conn: &str| {
-        from_auth
+    let pick = |field: fn(&Credentials) -> &str, name: &str, from_conn: &str| {
+        given
+            .map(field)
             .filter(|v| !v.is_empty())
             .or_else(|| a.option(name))
             .unwrap_or(from_conn)
             .to_owned()
     };
     Merged {
-        account: pick(
-            given.map(|c| c.account_name.as_str()),
-            "AZURE_STORAGE_ACCOUNT",
-            &conn.account,
-        ),
-        key: pick(
-            given.map(|c| c.secret_access_key.as_str()),
-            "AZURE_STORAGE_ACCESS_KEY",
-            &conn.key,
-        ),
-        sas: pick(
-            given.map(|c| c.sas_token.as_str()),
-            "AZURE_STORAGE_SAS_TOKEN",
-            &conn.sas,
-        ),
-        token: pick(
-            given.map(|c| c.bearer_token.as_str()),
-            "AZURE_STORAGE_ACCESS_TOKEN",
-            "",
-        ),
+        account: pick(|c| &c.account_name, "AZURE_STORAGE_ACCOUNT", &conn.account),
+        key: pick(|c| &c.secret_access_key, "AZURE_STORAGE_ACCESS_KEY", &conn.key),
+        sas: pick(|c| &c.sas_token, "AZURE_STORAGE_SAS_TOKEN", &conn.sas),
+        token: pick(|c| &c.bearer_token, "AZURE_STORAGE_ACCESS_TOKEN", ""),
     }
 }
 
