@@ -52,7 +52,11 @@ fn merge(a: &Attempt, conn: &ConnectionString) -> Merged {
     };
     Merged {
         account: pick(|c| &c.account_name, "AZURE_STORAGE_ACCOUNT", &conn.account),
-        key: pick(|c| &c.secret_access_key, "AZURE_STORAGE_ACCESS_KEY", &conn.key),
+        key: pick(
+            |c| &c.secret_access_key,
+            "AZURE_STORAGE_ACCESS_KEY",
+            &conn.key,
+        ),
         sas: pick(|c| &c.sas_token, "AZURE_STORAGE_SAS_TOKEN", &conn.sas),
         token: pick(|c| &c.bearer_token, "AZURE_STORAGE_ACCESS_TOKEN", ""),
     }
