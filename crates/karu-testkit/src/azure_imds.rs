@@ -2,58 +2,44 @@
 //! (`GET /metadata/identity/oauth2/token`). It requires `Metadata: true`,
 //! `api-version=2018-02-01` and a resource, records the identity selector (`object_id`,
 //! `client_id` or `msi_res_id`) and issues `imds-token-<n>` with `expires_on` (Unix seconds,
-//! as a string, the way IMDS sends it) from its [`Knobs`].
+//! as a string, the way IMDS sends it) from its [`Knobs`](crate::microsoft_token::Knobs).
 
-use crate::credential_endpoint::{EndpointServer, Knobs, Seen, error_json};
+use std::ops::Deref;
 
-/// The IMDS endpoint; stops when dropped.
+use crate::microsoft_token::{IdentityEndpoint, ManagedIdentity, error_json};
+
+const IMDS: ManagedIdentity = ManagedIdentity {
+    path: "/metadata/identity/oauth2/token",
+    api_version: "2018-02-01",
+    prefix: "imds-token",
+    expires_in: true,
+};
+
+/// The IMDS endpoint; stops when dropped. Its log, token count and knobs are those of its
+/// [`IdentityEndpoint`].
 pub struct AzureImds {
-    server: EndpointServer,
-}
-
-fn answer(req: &Seen, n: u64, knobs: &Knobs) -> (u16, String) {
-    if req.method != "GET" || req.path != "/metadata/identity/oauth2/token" {
-        return (404, error_json("not_found", "unknown path"));
-    }
-    if req.header("metadata") != Some("true") {
-        return (
-            400,
-            error_json("invalid_request", "Required metadata header not specified"),
-        );
-    }
-    if req.param("api-version") != Some("2018-02-01") {
-        return (
-            400,
-            error_json("invalid_request", "unsupported api-version"),
-        );
-    }
-    let Some(resource) = req.param("resource").filter(|r| !r.is_empty()) else {
-        return (400, error_json("invalid_request", "resource missing"));
-    };
-    let body = format!(
-        r#"{{"access_token":"imds-token-{n}","expires_in":"{}","expires_on":"{}","resource":"{resource}","token_type":"Bearer"}}"#,
-        knobs.lifetime.as_secs(),
-        knobs.expires_on()
-    );
-    (200, body)
+    server: IdentityEndpoint,
 }
 
 impl AzureImds {
     /// Starts the endpoint.
     pub fn start() -> AzureImds {
-        AzureImds {
-            server: EndpointServer::start("karu-testkit-azure-imds", answer),
-        }
+        let server = IdentityEndpoint::start("karu-testkit-azure-imds", |req, n, knobs| {
+            let authorized = match req.header("metadata") {
+                Some("true") => Ok(()),
+                _ => Err((
+                    400,
+                    error_json("invalid_request", "Required metadata header not specified"),
+                )),
+            };
+            IMDS.answer(req, authorized, n, knobs)
+        });
+        AzureImds { server }
     }
 
     /// The full endpoint URL to configure (`IMDS_ENDPOINT`).
     pub fn endpoint(&self) -> String {
-        format!("{}/metadata/identity/oauth2/token", self.server.base())
-    }
-
-    /// Every request so far.
-    pub fn requests(&self) -> Vec<Seen> {
-        self.server.requests()
+        format!("{}{}", self.server.root(), IMDS.path)
     }
 
     /// The selector of each request: `(parameter, value)` for the first of `object_id`,
@@ -68,14 +54,12 @@ impl AzureImds {
             })
             .collect()
     }
+}
 
-    /// Tokens issued so far.
-    pub fn issued(&self) -> u64 {
-        self.server.issued()
-    }
+impl Deref for AzureImds {
+    type Target = IdentityEndpoint;
 
-    /// Changes how it answers (token lifetime, delay, forced failure).
-    pub fn set_knobs(&self, change: impl FnOnce(&mut Knobs)) {
-        self.server.set_knobs(change);
+    fn deref(&self) -> &IdentityEndpoint {
+        &self.server
     }
 }

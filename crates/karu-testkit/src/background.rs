@@ -1,7 +1,10 @@
 //! A server's own thread and tokio runtime, stopped and joined when dropped.
 
+use std::future::Future;
+use std::net::{SocketAddr, TcpListener as StdListener};
 use std::thread::JoinHandle;
 
+use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 /// A background thread running a current-thread runtime until dropped.
@@ -32,6 +35,25 @@ impl Background {
             shutdown: Some(tx),
             thread: Some(thread),
         }
+    }
+
+    /// Binds a free port of 127.0.0.1 and runs `serve` with the listener on a thread named
+    /// `name`; returns the bound address.
+    ///
+    /// Panics if the port cannot be bound (this is a test kit).
+    pub(crate) fn listen<F, Fut>(name: &str, serve: F) -> (SocketAddr, Background)
+    where
+        F: FnOnce(TcpListener) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let listener = StdListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        listener.set_nonblocking(true).expect("set_nonblocking");
+        let addr = listener.local_addr().expect("local_addr");
+        let background = Background::start(name, move || {
+            let listener = TcpListener::from_std(listener).expect("listener");
+            tokio::spawn(serve(listener));
+        });
+        (addr, background)
     }
 }
 

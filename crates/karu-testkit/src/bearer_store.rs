@@ -11,11 +11,10 @@
 //! * Unknown objects get 404.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::content;
-use crate::plain::{Answer, Asked, Plain};
-use crate::server::percent_decode;
+use crate::endpoint::{Answer, Asked, Endpoint};
+use crate::server::{percent_decode, span};
 
 #[derive(Default)]
 struct State {
@@ -25,39 +24,39 @@ struct State {
 
 /// A token-checking object store; see the [module docs](self).
 pub struct BearerStore {
-    plain: Plain,
-    state: Arc<Mutex<State>>,
+    endpoint: Endpoint<State>,
 }
 
 impl BearerStore {
     /// Starts serving on a free port of 127.0.0.1.
     pub fn start() -> BearerStore {
-        let state = Arc::new(Mutex::new(State::default()));
-        let st = Arc::clone(&state);
-        let plain = Plain::start("karu-testkit-bearer-store", move |asked| {
-            answer(&st.lock().unwrap_or_else(|e| e.into_inner()), asked)
-        });
-        BearerStore { plain, state }
+        BearerStore {
+            endpoint: Endpoint::start(
+                "karu-testkit-bearer-store",
+                State::default(),
+                |st, asked| answer(st, asked),
+            ),
+        }
     }
 
     /// The store's root URL (a `GCS_ENDPOINT`), `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.plain.addr())
+        self.endpoint.root()
     }
 
     /// Adds object `path` (`bucket/key`, unencoded) of `size` bytes.
     pub fn add(&self, path: &str, size: u64) {
-        self.lock().objects.insert(path.to_owned(), size);
+        self.endpoint.state().objects.insert(path.to_owned(), size);
     }
 
     /// Answers 401 to `token` from now on (as a server does once a token expired early).
     pub fn refuse(&self, token: &str) {
-        self.lock().refused.insert(token.to_owned());
+        self.endpoint.state().refused.insert(token.to_owned());
     }
 
     /// Every request so far.
     pub fn log(&self) -> Vec<Asked> {
-        self.plain.log()
+        self.endpoint.log()
     }
 
     /// The `Authorization` header of every request so far (empty when absent).
@@ -66,10 +65,6 @@ impl BearerStore {
             .iter()
             .map(|a| a.header("authorization").unwrap_or("").to_owned())
             .collect()
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -88,24 +83,15 @@ fn answer(st: &State, asked: &Asked) -> Answer {
         return Answer::text(404, "<Error><Code>NoSuchKey</Code></Error>");
     };
     let etag = format!("\"{size}\"");
-    let range = asked.header("range").and_then(|r| r.strip_prefix("bytes="));
-    let (status, first, last) = match range.and_then(|r| r.split_once('-')) {
-        None => (200, 0, size.saturating_sub(1)),
-        Some(("", n)) => {
-            let n: u64 = n.parse().unwrap_or(0);
-            (206, size.saturating_sub(n), size.saturating_sub(1))
-        }
-        Some((f, l)) => {
-            let f: u64 = f.parse().unwrap_or(u64::MAX);
-            let l: u64 = l.parse().unwrap_or(u64::MAX);
-            (206, f, l.min(size.saturating_sub(1)))
+    let (status, first, last) = match asked.header("range").map(|r| span(r, size)) {
+        None if size > 0 => (200, 0, size - 1),
+        Some(Some((first, last))) => (206, first, last),
+        _ => {
+            return Answer::text(416, "")
+                .with_header("content-range", format!("bytes */{size}"))
+                .with_header("etag", etag);
         }
     };
-    if size == 0 || first >= size || first > last {
-        return Answer::text(416, "")
-            .with_header("content-range", format!("bytes */{size}"))
-            .with_header("etag", etag);
-    }
     let len = (last - first + 1) as usize;
     let body = content::bytes(&name, first, len);
     let out = Answer::new(status, "application/octet-stream", body)

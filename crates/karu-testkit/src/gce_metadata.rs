@@ -3,12 +3,11 @@
 //! `{"access_token": "metadata-<n>", "expires_in": E, "token_type": "Bearer"}` with `n`
 //! counting issued tokens from 1, whatever the path.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::plain::{Answer, Asked, Plain};
+use crate::endpoint::{Answer, Asked, Endpoint};
 
 struct State {
     expires_in: i64,
@@ -19,60 +18,53 @@ struct State {
 
 /// A fake metadata server; see the [module docs](self).
 pub struct MetadataServer {
-    plain: Plain,
-    state: Arc<Mutex<State>>,
+    endpoint: Endpoint<State>,
 }
 
 impl MetadataServer {
     /// Starts serving on a free port of 127.0.0.1.
     pub fn start() -> MetadataServer {
-        let state = Arc::new(Mutex::new(State {
+        let state = State {
             expires_in: 3600,
             status: None,
             delay: Duration::ZERO,
             issued: 0,
-        }));
-        let st = Arc::clone(&state);
-        let plain = Plain::start("karu-testkit-gce-metadata", move |asked| {
-            answer(&mut st.lock().unwrap_or_else(|e| e.into_inner()), asked)
-        });
-        MetadataServer { plain, state }
+        };
+        MetadataServer {
+            endpoint: Endpoint::start("karu-testkit-gce-metadata", state, answer),
+        }
     }
 
     /// The token URL of the default service account.
     pub fn token_url(&self) -> String {
-        self.plain
+        self.endpoint
             .url("/computeMetadata/v1/instance/service-accounts/default/token")
     }
 
     /// The `expires_in` of later tokens (default 3600).
     pub fn set_expires_in(&self, secs: i64) {
-        self.lock().expires_in = secs;
+        self.endpoint.state().expires_in = secs;
     }
 
     /// Answers every request with this status and an error body, or normally again with
     /// `None`.
     pub fn set_status(&self, status: Option<u16>) {
-        self.lock().status = status;
+        self.endpoint.state().status = status;
     }
 
     /// Waits this long before every answer.
     pub fn set_delay(&self, delay: Duration) {
-        self.lock().delay = delay;
+        self.endpoint.state().delay = delay;
     }
 
     /// Every request so far.
     pub fn requests(&self) -> Vec<Asked> {
-        self.plain.log()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.endpoint.log()
     }
 }
 
 fn answer(st: &mut State, asked: &Asked) -> Answer {
-    let mut out = if asked.header("metadata-flavor") != Some("Google") {
+    let out = if asked.header("metadata-flavor") != Some("Google") {
         Answer::text(403, "Missing Metadata-Flavor: Google header")
     } else if let Some(status) = st.status {
         Answer::text(status, "metadata server error")
@@ -85,6 +77,5 @@ fn answer(st: &mut State, asked: &Asked) -> Answer {
         });
         Answer::json(200, body.to_string()).with_header("metadata-flavor", "Google")
     };
-    out.delay = st.delay;
-    out
+    out.delayed(st.delay)
 }

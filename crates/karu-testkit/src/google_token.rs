@@ -14,7 +14,6 @@
 //! counting issued tokens from 1. A refused grant gets 400 with an OAuth error body. The RSA
 //! key pair is generated at start ([`GoogleTokenServer::private_key_pem`]).
 
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::encoding::{AsDer, Pkcs8V1Der};
@@ -24,8 +23,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use serde_json::{Value, json};
 
+use crate::endpoint::{Answer, Asked, Endpoint};
 use crate::keys::iso8601;
-use crate::plain::{Answer, Asked, Plain};
 
 /// How token answers carry `expires_in`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,24 +46,14 @@ struct State {
     subject_token: Option<String>,
     issued: u64,
     claims: Vec<Value>,
-}
-
-struct Shared {
-    state: Mutex<State>,
     public_key: Vec<u8>,
-    port: Mutex<u16>,
-}
-
-impl Shared {
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
+    /// The token URL, the audience JWT assertions must name (set once the port is known).
+    audience: String,
 }
 
 /// A fake Google token endpoint; see the [module docs](self).
 pub struct GoogleTokenServer {
-    plain: Plain,
-    shared: Arc<Shared>,
+    endpoint: Endpoint<State>,
     private_key_pem: String,
 }
 
@@ -74,54 +63,49 @@ impl GoogleTokenServer {
         let key = KeyPair::generate(KeySize::Rsa2048).expect("RSA key generation");
         let pkcs8: Pkcs8V1Der = key.as_der().expect("PKCS#8 encoding");
         let private_key_pem = pem("PRIVATE KEY", pkcs8.as_ref());
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                expires_in: ExpiresIn::Number(3600),
-                delay: Duration::ZERO,
-                failure: None,
-                subject: String::new(),
-                refresh: None,
-                subject_token: None,
-                issued: 0,
-                claims: Vec::new(),
-            }),
+        let state = State {
+            expires_in: ExpiresIn::Number(3600),
+            delay: Duration::ZERO,
+            failure: None,
+            subject: String::new(),
+            refresh: None,
+            subject_token: None,
+            issued: 0,
+            claims: Vec::new(),
             public_key: key.public_key().as_ref().to_vec(),
-            port: Mutex::new(0),
+            audience: String::new(),
+        };
+        let endpoint = Endpoint::start("karu-testkit-google-token", state, |st, asked| {
+            let delay = st.delay;
+            answer(st, asked).delayed(delay)
         });
-        let sh = Arc::clone(&shared);
-        let plain = Plain::start("karu-testkit-google-token", move |asked| {
-            let mut out = answer(&sh, asked);
-            out.delay = sh.state().delay;
-            out
-        });
-        *shared.port.lock().unwrap_or_else(|e| e.into_inner()) = plain.addr().port();
+        endpoint.state().audience = endpoint.url("/token");
         GoogleTokenServer {
-            plain,
-            shared,
+            endpoint,
             private_key_pem,
         }
     }
 
     /// The OAuth token URL (`/token`): refresh-token and JWT-bearer grants.
     pub fn token_url(&self) -> String {
-        self.plain.url("/token")
+        self.endpoint.url("/token")
     }
 
     /// The STS URL (`/v1/token`): token-exchange grants.
     pub fn sts_url(&self) -> String {
-        self.plain.url("/v1/token")
+        self.endpoint.url("/v1/token")
     }
 
     /// The impersonation URL for service account `account`.
     pub fn impersonation_url(&self, account: &str) -> String {
-        self.plain.url(&format!(
+        self.endpoint.url(&format!(
             "/v1/projects/-/serviceAccounts/{account}:generateAccessToken"
         ))
     }
 
     /// The URL that serves the subject token set with [`set_subject`](Self::set_subject).
     pub fn subject_url(&self) -> String {
-        self.plain.url("/subject")
+        self.endpoint.url("/subject")
     }
 
     /// The private key (PKCS#8 PEM) whose signatures the JWT-bearer grant accepts.
@@ -132,28 +116,28 @@ impl GoogleTokenServer {
     /// How later answers carry `expires_in` (default: the number 3600). Impersonation answers
     /// derive `expireTime` from it (3600 s when it is not a number; omitted when absent).
     pub fn set_expires_in(&self, expires_in: ExpiresIn) {
-        self.shared.state().expires_in = expires_in;
+        self.endpoint.state().expires_in = expires_in;
     }
 
     /// Answers every token request (not `/subject`) with this status and body, or normally
     /// again with `None`.
     pub fn set_failure(&self, failure: Option<(u16, &str)>) {
-        self.shared.state().failure = failure.map(|(s, b)| (s, b.to_owned()));
+        self.endpoint.state().failure = failure.map(|(s, b)| (s, b.to_owned()));
     }
 
     /// Waits this long before every answer (so concurrent lookups overlap).
     pub fn set_delay(&self, delay: Duration) {
-        self.shared.state().delay = delay;
+        self.endpoint.state().delay = delay;
     }
 
     /// The body `GET /subject` answers.
     pub fn set_subject(&self, body: &str) {
-        self.shared.state().subject = body.to_owned();
+        self.endpoint.state().subject = body.to_owned();
     }
 
     /// Refresh-token grants must carry exactly these values.
     pub fn expect_refresh(&self, client_id: &str, client_secret: &str, refresh_token: &str) {
-        self.shared.state().refresh = Some([
+        self.endpoint.state().refresh = Some([
             client_id.to_owned(),
             client_secret.to_owned(),
             refresh_token.to_owned(),
@@ -162,17 +146,17 @@ impl GoogleTokenServer {
 
     /// Token-exchange grants must carry this subject token.
     pub fn expect_subject_token(&self, token: &str) {
-        self.shared.state().subject_token = Some(token.to_owned());
+        self.endpoint.state().subject_token = Some(token.to_owned());
     }
 
     /// Every request so far.
     pub fn requests(&self) -> Vec<Asked> {
-        self.plain.log()
+        self.endpoint.log()
     }
 
     /// The number of token requests (every route but `/subject`) so far.
     pub fn token_requests(&self) -> usize {
-        self.plain
+        self.endpoint
             .log()
             .iter()
             .filter(|a| a.path != "/subject")
@@ -181,13 +165,13 @@ impl GoogleTokenServer {
 
     /// The claims of every JWT assertion that verified, in order.
     pub fn verified_claims(&self) -> Vec<Value> {
-        self.shared.state().claims.clone()
+        self.endpoint.state().claims.clone()
     }
 
     /// Forgets the request log and the verified claims (the token counter goes on).
     pub fn clear(&self) {
-        self.plain.clear_log();
-        self.shared.state().claims.clear();
+        self.endpoint.clear_log();
+        self.endpoint.state().claims.clear();
     }
 }
 
@@ -220,21 +204,20 @@ const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
 
-fn answer(shared: &Shared, asked: &Asked) -> Answer {
+fn answer(st: &mut State, asked: &Asked) -> Answer {
     if asked.method == "GET" && asked.path == "/subject" {
-        return Answer::text(200, shared.state().subject.clone());
+        return Answer::text(200, st.subject.clone());
     }
     if asked.method != "POST" {
         return Answer::text(405, "POST only");
     }
-    if let Some((status, body)) = shared.state().failure.clone() {
+    if let Some((status, body)) = st.failure.clone() {
         return Answer::json(status, body);
     }
     if asked.path.ends_with(":generateAccessToken") {
-        return impersonate(shared, asked);
+        return impersonate(st, asked);
     }
-    let form = asked.form();
-    let field = |name: &str| form.get(name).map(String::as_str).unwrap_or("");
+    let field = |name: &str| asked.field(name).unwrap_or("");
     let grant = field("grant_type");
     let kind = match (asked.path.as_str(), grant) {
         ("/token", "refresh_token") => {
@@ -243,7 +226,7 @@ fn answer(shared: &Shared, asked: &Asked) -> Answer {
                 field("client_secret"),
                 field("refresh_token"),
             ];
-            let ok = match &shared.state().refresh {
+            let ok = match &st.refresh {
                 Some(want) => want.iter().zip(got).all(|(w, g)| w == g),
                 None => got.iter().all(|g| !g.is_empty()),
             };
@@ -253,16 +236,14 @@ fn answer(shared: &Shared, asked: &Asked) -> Answer {
             "refreshed"
         }
         ("/token", JWT_BEARER) => {
-            let port = *shared.port.lock().unwrap_or_else(|e| e.into_inner());
-            let audience = format!("http://127.0.0.1:{port}/token");
-            match verify_jwt(&shared.public_key, field("assertion"), &audience) {
-                Ok(claims) => shared.state().claims.push(claims),
+            match verify_jwt(&st.public_key, field("assertion"), &st.audience) {
+                Ok(claims) => st.claims.push(claims),
                 Err(why) => return refuse(&why),
             }
             "jwt"
         }
         ("/v1/token", TOKEN_EXCHANGE) => {
-            let expected = shared.state().subject_token.clone();
+            let expected = st.subject_token.clone();
             if field("audience").is_empty()
                 || field("scope").is_empty()
                 || field("subject_token_type").is_empty()
@@ -275,7 +256,6 @@ fn answer(shared: &Shared, asked: &Asked) -> Answer {
         }
         _ => return refuse("unsupported grant_type for this URL"),
     };
-    let mut st = shared.state();
     st.issued += 1;
     let mut body = json!({"access_token": format!("{kind}-{}", st.issued), "token_type": "Bearer"});
     match &st.expires_in {
@@ -286,7 +266,7 @@ fn answer(shared: &Shared, asked: &Asked) -> Answer {
     Answer::json(200, body.to_string())
 }
 
-fn impersonate(shared: &Shared, asked: &Asked) -> Answer {
+fn impersonate(st: &mut State, asked: &Asked) -> Answer {
     let bearer = asked
         .header("authorization")
         .and_then(|v| v.strip_prefix("Bearer "))
@@ -301,7 +281,6 @@ fn impersonate(shared: &Shared, asked: &Asked) -> Answer {
             r#"{"error":{"code":400,"message":"bad request body"}}"#,
         );
     }
-    let mut st = shared.state();
     st.issued += 1;
     let mut out = json!({"accessToken": format!("impersonated-{}", st.issued)});
     let lifetime = match &st.expires_in {

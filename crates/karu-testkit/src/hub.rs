@@ -17,15 +17,15 @@
 //! headers reached each origin.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::net::SocketAddr;
 
-use crate::plain::{Answer, Asked, Plain};
+use crate::endpoint::{Answer, Asked, Endpoint};
 use crate::server::{RangeServer, percent_decode};
 
-type Hook = Arc<dyn Fn(usize) + Send + Sync>;
+type Hook = Box<dyn Fn(usize) + Send + Sync>;
 
-#[derive(Default)]
 struct State {
+    cdn: SocketAddr,
     files: HashMap<String, (u64, String)>,
     tokens: Option<Vec<String>>,
     fail: Option<(u32, u16)>,
@@ -35,36 +35,36 @@ struct State {
 
 /// A fake hub with its CDN; see the [module docs](self).
 pub struct HubServer {
-    plain: Plain,
+    endpoint: Endpoint<State>,
     cdn: RangeServer,
-    state: Arc<Mutex<State>>,
 }
 
 impl HubServer {
     /// Starts the hub and its CDN on free ports of 127.0.0.1.
     pub fn start() -> HubServer {
         let cdn = RangeServer::start();
-        let cdn_addr = cdn.addr();
-        let state = Arc::new(Mutex::new(State::default()));
-        let st = Arc::clone(&state);
-        let plain = Plain::start("karu-testkit-hub", move |asked| {
-            let (answer, hook, index) = {
-                let mut st = st.lock().unwrap_or_else(|e| e.into_inner());
-                let index = st.seen;
-                st.seen += 1;
-                (answer(&mut st, asked, cdn_addr), st.hook.clone(), index)
-            };
-            if let Some(hook) = hook {
+        let state = State {
+            cdn: cdn.addr(),
+            files: HashMap::new(),
+            tokens: None,
+            fail: None,
+            hook: None,
+            seen: 0,
+        };
+        let endpoint = Endpoint::start("karu-testkit-hub", state, |st, asked| {
+            let index = st.seen;
+            st.seen += 1;
+            if let Some(hook) = &st.hook {
                 hook(index);
             }
-            answer
+            answer(st, asked)
         });
-        HubServer { plain, cdn, state }
+        HubServer { endpoint, cdn }
     }
 
     /// The hub's root URL (`HF_ENDPOINT`), `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.plain.addr())
+        self.endpoint.root()
     }
 
     /// The CDN the resolve endpoint redirects to.
@@ -81,7 +81,8 @@ impl HubServer {
     /// Like [`add`](Self::add), served by the CDN's fault route `route` (for example
     /// `wrong-content-range`).
     pub fn add_routed(&self, path: &str, size: u64, route: &str) {
-        self.lock()
+        self.endpoint
+            .state()
             .files
             .insert(path.to_owned(), (size, route.to_owned()));
     }
@@ -89,31 +90,28 @@ impl HubServer {
     /// Only requests with `Authorization: Bearer <token>` for one of `tokens` pass; the
     /// others get 401. An empty list turns the check off.
     pub fn require_tokens(&self, tokens: &[&str]) {
-        self.lock().tokens =
+        self.endpoint.state().tokens =
             (!tokens.is_empty()).then(|| tokens.iter().map(|t| (*t).to_owned()).collect());
     }
 
     /// The next `times` requests get `status`.
     pub fn fail_next(&self, times: u32, status: u16) {
-        self.lock().fail = Some((times, status));
+        self.endpoint.state().fail = Some((times, status));
     }
 
-    /// Runs `hook` with each request's index (from 0) before it is answered.
+    /// Runs `hook` with each request's index (from 0) before it is answered. It runs with
+    /// the hub's state locked, so it must not call the hub.
     pub fn on_request(&self, hook: impl Fn(usize) + Send + Sync + 'static) {
-        self.lock().hook = Some(Arc::new(hook));
+        self.endpoint.state().hook = Some(Box::new(hook));
     }
 
     /// Every request the hub (not the CDN) received.
     pub fn log(&self) -> Vec<Asked> {
-        self.plain.log()
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.endpoint.log()
     }
 }
 
-fn answer(st: &mut State, asked: &Asked, cdn: std::net::SocketAddr) -> Answer {
+fn answer(st: &mut State, asked: &Asked) -> Answer {
     if asked.method != "GET" && asked.method != "HEAD" {
         return Answer::text(405, "GET or HEAD only");
     }
@@ -137,7 +135,7 @@ fn answer(st: &mut State, asked: &Asked, cdn: std::net::SocketAddr) -> Answer {
         Some((size, route)) if name.contains("/resolve/") => Answer::text(302, "Found")
             .with_header(
                 "location",
-                format!("http://{cdn}/{route}/{}?size={size}", encode(&name)),
+                format!("http://{}/{route}/{}?size={size}", st.cdn, encode(&name)),
             ),
         _ => Answer::json(404, r#"{"error":"Entry not found"}"#)
             .with_header("x-error-code", "EntryNotFound"),

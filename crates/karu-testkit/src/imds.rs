@@ -6,19 +6,18 @@
 //! /latest/meta-data/iam/security-credentials/` lists the role; `GET .../<role>` answers fresh
 //! numbered keys (prefix `imds`) as JSON.
 
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::endpoint::{Endpoint, Reply, Request};
+use crate::endpoint::{Answer, Asked, Endpoint};
 use crate::keys::{Issuer, Keys};
 
 const TOKEN_PATH: &str = "/latest/api/token";
 const ROLES_PATH: &str = "/latest/meta-data/iam/security-credentials/";
+const TTL_HEADER: &str = "x-aws-ec2-metadata-token-ttl-seconds";
 
 /// A loopback IMDSv2; stops when dropped.
 pub struct ImdsServer {
-    endpoint: Endpoint,
-    state: Arc<Mutex<State>>,
+    endpoint: Endpoint<State>,
 }
 
 struct State {
@@ -26,27 +25,20 @@ struct State {
     issuer: Issuer,
     tokens: Vec<(String, Instant)>,
     token_cap: Option<Duration>,
-    ttl_headers: Vec<String>,
-    rejected: u64,
 }
 
 impl ImdsServer {
     /// Serves instance role `role`, whose keys live `lifetime_secs`.
     pub fn start(role: &str, lifetime_secs: i64) -> ImdsServer {
-        let state = Arc::new(Mutex::new(State {
+        let state = State {
             role: role.to_owned(),
             issuer: Issuer::new("imds", lifetime_secs),
             tokens: Vec::new(),
             token_cap: None,
-            ttl_headers: Vec::new(),
-            rejected: 0,
-        }));
-        let shared = state.clone();
-        let endpoint = Endpoint::start(
-            "karu-testkit-imds",
-            Arc::new(move |req: &Request| answer(&mut lock(&shared), req)),
-        );
-        ImdsServer { endpoint, state }
+        };
+        ImdsServer {
+            endpoint: Endpoint::start("karu-testkit-imds", state, answer),
+        }
     }
 
     /// The service root, `http://127.0.0.1:<port>`.
@@ -56,65 +48,62 @@ impl ImdsServer {
 
     /// Requests received.
     pub fn requests(&self) -> u64 {
-        self.endpoint.requests()
+        self.endpoint.log().len() as u64
     }
 
     /// Tokens issued so far.
     pub fn tokens_issued(&self) -> usize {
-        self.state().tokens.len()
+        self.endpoint.state().tokens.len()
     }
 
     /// The TTL header of every token request, in order.
     pub fn ttl_headers(&self) -> Vec<String> {
-        self.state().ttl_headers.clone()
+        self.endpoint
+            .log()
+            .iter()
+            .filter(|a| a.method == "PUT" && a.path == TOKEN_PATH)
+            .map(|a| a.header(TTL_HEADER).unwrap_or_default().to_owned())
+            .collect()
     }
 
     /// `GET`s refused for want of a live token.
     pub fn rejected(&self) -> u64 {
-        self.state().rejected
+        let log = self.endpoint.log();
+        log.iter().filter(|a| a.status == 401).count() as u64
     }
 
     /// Keys handed out, oldest first.
     pub fn issued(&self) -> Vec<Keys> {
-        self.state().issuer.issued()
+        self.endpoint.state().issuer.issued()
     }
 
     /// Makes tokens issued from now on expire after at most `cap`, whatever TTL was asked.
     pub fn set_token_lifetime_cap(&self, cap: Option<Duration>) {
-        self.state().token_cap = cap;
+        self.endpoint.state().token_cap = cap;
     }
 
     /// Lifetime of keys issued from now on (negative: already expired).
     pub fn set_lifetime(&self, secs: i64) {
-        self.state().issuer.set_lifetime(secs);
+        self.endpoint.state().issuer.set_lifetime(secs);
     }
 
     /// Leaves one JSON field out of later answers.
     pub fn set_omit(&self, field: Option<&str>) {
-        self.state().issuer.set_omit(field);
-    }
-
-    fn state(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
+        self.endpoint.state().issuer.set_omit(field);
     }
 }
 
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    state.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn answer(state: &mut State, req: &Request) -> Reply {
+fn answer(state: &mut State, req: &Asked) -> Answer {
     if req.path == TOKEN_PATH {
         if req.method != "PUT" {
-            return Reply::text(405, "PUT only");
+            return Answer::text(405, "PUT only");
         }
-        let ttl = req.header("x-aws-ec2-metadata-token-ttl-seconds");
-        state.ttl_headers.push(ttl.unwrap_or_default().to_owned());
+        let ttl = req.header(TTL_HEADER);
         let Some(secs) = ttl
             .and_then(|t| t.parse::<u64>().ok())
             .filter(|s| (1..=21_600).contains(s))
         else {
-            return Reply::text(400, "bad or missing TTL");
+            return Answer::text(400, "bad or missing TTL");
         };
         let mut life = Duration::from_secs(secs);
         if let Some(cap) = state.token_cap {
@@ -122,29 +111,28 @@ fn answer(state: &mut State, req: &Request) -> Reply {
         }
         let token = format!("imds-session-{}", state.tokens.len() + 1);
         state.tokens.push((token.clone(), Instant::now() + life));
-        return Reply::text(200, token);
+        return Answer::text(200, token);
     }
     if req.method != "GET" {
-        return Reply::text(405, "GET only");
+        return Answer::text(405, "GET only");
     }
     let now = Instant::now();
     let live = req
         .header("x-aws-ec2-metadata-token")
         .is_some_and(|t| state.tokens.iter().any(|(k, until)| k == t && *until > now));
     if !live {
-        state.rejected += 1;
-        return Reply::text(401, "");
+        return Answer::text(401, "");
     }
     match req.path.strip_prefix(ROLES_PATH) {
-        Some("") => Reply::text(200, state.role.clone()),
+        Some("") => Answer::text(200, state.role.clone()),
         Some(role) if role == state.role => {
             let keys = state.issuer.next();
             let json = state.issuer.json(
                 &keys,
                 &[("Code", "Success"), ("LastUpdated", "2026-01-01T00:00:00Z")],
             );
-            Reply::new(200, "text/plain", json)
+            Answer::new(200, "text/plain", json)
         }
-        _ => Reply::text(404, "not found"),
+        _ => Answer::text(404, "not found"),
     }
 }

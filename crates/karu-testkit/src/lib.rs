@@ -5,7 +5,10 @@
 //! [`gce_metadata::MetadataServer`]), an S3 endpoint for wrong-region and expired-token
 //! answers ([`s3_responder::S3Responder`]), a Hugging Face-like hub ([`hub::HubServer`]) and
 //! a token-checking object store ([`bearer_store::BearerStore`]), all on loopback and usable
-//! from plain synchronous tests.
+//! from plain synchronous tests. The Azure identity endpoints
+//! ([`microsoft_token::MicrosoftTokenServer`], [`azure_imds::AzureImds`],
+//! [`app_service_identity::AppServiceIdentity`]) share
+//! [`microsoft_token::IdentityEndpoint`]; every fake logs the requests it saw as [`Asked`].
 
 #![warn(missing_docs)]
 
@@ -15,7 +18,6 @@ mod background;
 pub mod bearer_store;
 pub mod container;
 pub mod content;
-pub mod credential_endpoint;
 mod endpoint;
 pub mod gce_metadata;
 pub mod google_token;
@@ -23,7 +25,6 @@ pub mod hub;
 pub mod imds;
 pub mod keys;
 pub mod microsoft_token;
-mod plain;
 pub mod proxy;
 pub mod s3_responder;
 pub mod server;
@@ -31,11 +32,11 @@ pub mod sts;
 
 pub use bearer_store::BearerStore;
 pub use container::ContainerServer;
+pub use endpoint::Asked;
 pub use gce_metadata::MetadataServer;
 pub use google_token::{ExpiresIn, GoogleTokenServer};
 pub use hub::HubServer;
 pub use imds::ImdsServer;
-pub use plain::Asked;
 pub use proxy::{LatencyProxy, ProxyOptions};
 pub use s3_responder::{RegionHint, S3Request, S3Responder};
 pub use server::{Logged, RangeServer};

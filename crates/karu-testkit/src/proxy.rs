@@ -15,7 +15,7 @@
 //!
 //! The proxy runs on its own thread and runtime and stops when dropped.
 
-use std::net::{SocketAddr, TcpListener as StdListener};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -83,9 +83,6 @@ impl LatencyProxy {
     ///
     /// Panics if the port cannot be bound or the runtime cannot start (this is a test kit).
     pub fn start(target: SocketAddr, opts: ProxyOptions) -> LatencyProxy {
-        let listener = StdListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        listener.set_nonblocking(true).expect("set_nonblocking");
-        let addr = listener.local_addr().expect("local_addr");
         let shared = Arc::new(Shared {
             opts,
             target,
@@ -95,10 +92,8 @@ impl LatencyProxy {
             total: opts.rate_total.map(|r| Mutex::new(Pacer::new(r))),
         });
         let sh = shared.clone();
-        let background = Background::start("karu-testkit-latency-proxy", move || {
-            let l = TcpListener::from_std(listener).expect("listener");
-            tokio::spawn(accept_loop(l, sh));
-        });
+        let (addr, background) =
+            Background::listen("karu-testkit-latency-proxy", move |l| accept_loop(l, sh));
         LatencyProxy {
             shared,
             addr,

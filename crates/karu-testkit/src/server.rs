@@ -626,6 +626,13 @@ fn resolve(spec: Spec, total: u64) -> Option<(u64, u64)> {
     }
 }
 
+/// The inclusive span one `Range` header selects of `total` bytes, for the fakes that serve
+/// single ranges: `None` when it cannot be satisfied (a malformed header counts as
+/// unsatisfiable there: karu sends none).
+pub(crate) fn span(header: &str, total: u64) -> Option<(u64, u64)> {
+    resolve(parse_range(header)?, total)
+}
+
 /// Percent-decodes a URL path; invalid escapes stay as written.
 pub(crate) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
@@ -1079,6 +1086,19 @@ mod tests {
         assert_eq!(resolve(Spec::Suffix(1000), 100), Some((0, 99)));
         assert_eq!(resolve(Spec::Suffix(0), 100), None);
         assert_eq!(resolve(Spec::FromTo(0, 0), 0), None);
+    }
+
+    #[test]
+    fn single_spans() {
+        assert_eq!(span("bytes=0-9", 100), Some((0, 9)));
+        assert_eq!(span("bytes=90-200", 100), Some((90, 99)));
+        assert_eq!(span("bytes=90-", 100), Some((90, 99)));
+        assert_eq!(span("bytes=-10", 100), Some((90, 99)));
+        assert_eq!(span("bytes=-1000", 100), Some((0, 99)));
+        assert_eq!(span("bytes=100-", 100), None);
+        assert_eq!(span("bytes=-0", 100), None);
+        assert_eq!(span("bytes=0-0", 0), None);
+        assert_eq!(span("bytes=5-2", 100), None);
     }
 
     #[test]

@@ -2,37 +2,29 @@
 //! does (action, version, role ARN, session name syntax, the expected web identity token)
 //! and answers with fresh numbered keys (prefix `sts`) or an STS error document.
 
-use std::sync::{Arc, Mutex, MutexGuard};
-
-use crate::endpoint::{Endpoint, Reply, Request};
+use crate::endpoint::{Answer, Asked, Endpoint};
 use crate::keys::{Issuer, Keys};
 
 /// A loopback STS; stops when dropped.
 pub struct StsServer {
-    endpoint: Endpoint,
-    state: Arc<Mutex<State>>,
+    endpoint: Endpoint<State>,
 }
 
 struct State {
     token: String,
     issuer: Issuer,
-    forms: Vec<Vec<(String, String)>>,
 }
 
 impl StsServer {
     /// Accepts `token` as the only valid web identity token; keys live `lifetime_secs`.
     pub fn start(token: &str, lifetime_secs: i64) -> StsServer {
-        let state = Arc::new(Mutex::new(State {
+        let state = State {
             token: token.to_owned(),
             issuer: Issuer::new("sts", lifetime_secs),
-            forms: Vec::new(),
-        }));
-        let shared = state.clone();
-        let endpoint = Endpoint::start(
-            "karu-testkit-sts",
-            Arc::new(move |req: &Request| answer(&mut lock(&shared), req)),
-        );
-        StsServer { endpoint, state }
+        };
+        StsServer {
+            endpoint: Endpoint::start("karu-testkit-sts", state, answer),
+        }
     }
 
     /// The endpoint, `http://127.0.0.1:<port>/`.
@@ -42,52 +34,38 @@ impl StsServer {
 
     /// Requests received.
     pub fn requests(&self) -> u64 {
-        self.endpoint.requests()
+        self.endpoint.log().len() as u64
     }
 
     /// Keys handed out, oldest first.
     pub fn issued(&self) -> Vec<Keys> {
-        self.state().issuer.issued()
+        self.endpoint.state().issuer.issued()
     }
 
     /// The form fields of every request, in order.
     pub fn forms(&self) -> Vec<Vec<(String, String)>> {
-        self.state().forms.clone()
+        self.endpoint.log().into_iter().map(|a| a.form).collect()
     }
 
     /// The `RoleSessionName` of every request, in order.
     pub fn session_names(&self) -> Vec<String> {
-        self.state()
-            .forms
+        self.endpoint
+            .log()
             .iter()
-            .map(|f| field(f, "RoleSessionName").unwrap_or_default().to_owned())
+            .map(|a| a.field("RoleSessionName").unwrap_or_default().to_owned())
             .collect()
     }
 
     /// Lifetime of keys issued from now on (negative: already expired).
     pub fn set_lifetime(&self, secs: i64) {
-        self.state().issuer.set_lifetime(secs);
+        self.endpoint.state().issuer.set_lifetime(secs);
     }
 
     /// Leaves one element (`AccessKeyId`, `SessionToken`, `Expiration`, ...) out of later
     /// answers.
     pub fn set_omit(&self, element: Option<&str>) {
-        self.state().issuer.set_omit(element);
+        self.endpoint.state().issuer.set_omit(element);
     }
-
-    fn state(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
-    }
-}
-
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    state.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn field<'a>(form: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    form.iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
 }
 
 /// STS's rule for session names: 2 to 64 of `[\w+=,.@-]`.
@@ -98,8 +76,8 @@ fn valid_session_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"_+=,.@-".contains(&b))
 }
 
-fn error(status: u16, code: &str, message: &str) -> Reply {
-    Reply::new(
+fn error(status: u16, code: &str, message: &str) -> Answer {
+    Answer::new(
         status,
         "text/xml",
         format!(
@@ -110,9 +88,7 @@ fn error(status: u16, code: &str, message: &str) -> Reply {
     )
 }
 
-fn answer(state: &mut State, req: &Request) -> Reply {
-    let form: Vec<(String, String)> = form_urlencoded::parse(&req.body).into_owned().collect();
-    state.forms.push(form.clone());
+fn answer(state: &mut State, req: &Asked) -> Answer {
     if req.method != "POST" || req.path != "/" {
         return error(405, "InvalidAction", "POST / only");
     }
@@ -122,7 +98,7 @@ fn answer(state: &mut State, req: &Request) -> Reply {
     if !form_type {
         return error(400, "InvalidParameterValue", "expected a form");
     }
-    let get = |name| field(&form, name);
+    let get = |name| req.field(name);
     if get("Action") != Some("AssumeRoleWithWebIdentity") {
         return error(400, "InvalidAction", "unknown action");
     }
@@ -150,7 +126,7 @@ fn answer(state: &mut State, req: &Request) -> Reply {
     .filter(|(name, _)| state.issuer.includes(name))
     .map(|(name, value)| format!("<{name}>{value}</{name}>"))
     .collect();
-    Reply::new(
+    Answer::new(
         200,
         "text/xml",
         format!(

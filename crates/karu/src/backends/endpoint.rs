@@ -1,5 +1,6 @@
-//! Service roots given as options (`AWS_S3_ENDPOINT`, `SOURCE_ENDPOINT`): checked when a
-//! request is built, so a bad endpoint fails each read that uses it with CONFIG (spec §3.3).
+//! Service roots given as options (`AWS_S3_ENDPOINT`, `SOURCE_ENDPOINT`, `GCS_ENDPOINT`,
+//! `HF_ENDPOINT`, Azure's endpoints): checked when a request is built, so a bad endpoint
+//! fails each read that uses it with CONFIG (spec §3.3).
 
 use std::str::FromStr;
 

@@ -6,13 +6,12 @@ use aws_lc_rs::hmac;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
-use super::endpoint::Endpoint;
-use super::{ByteRange, Prepared, Signing};
-use crate::config::{Settings, check_managed_headers};
+use super::Prepared;
+use super::attempt::Attempt;
 use crate::credentials::Auth;
 use crate::error::{Error, Result, Status};
 use crate::locator::{Locator, encode_key};
-use crate::transport::{MAX_REDIRECTS, RedirectPolicy, Request};
+use crate::transport::RedirectPolicy;
 
 /// `GCS_ENDPOINT`'s default.
 const DEFAULT_ENDPOINT: &str = "https://storage.googleapis.com";
@@ -24,24 +23,11 @@ enum Method<'a> {
     Hmac { id: &'a str, secret: &'a str },
 }
 
-pub(super) fn prepare(
-    settings: &Settings,
-    locator: &Locator,
-    range: ByteRange,
-    if_match: Option<&str>,
-    signing: Signing<'_>,
-) -> Result<Prepared> {
-    let path = locator.identity();
-    let option = |name: &str| settings.option(name, path).filter(|v| !v.is_empty());
-    let root = Endpoint::parse(
-        &locator.display(),
-        "GCS_ENDPOINT",
-        option("GCS_ENDPOINT").unwrap_or(DEFAULT_ENDPOINT),
-        "https",
-    )?
-    .root();
+pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
+    let locator = a.locator;
+    let root = a.endpoint("GCS_ENDPOINT", DEFAULT_ENDPOINT)?.root();
     let resource = format!("/{}/{}", locator.container(), encode_key(locator.key()));
-    let method = match signing.auth {
+    let method = match a.signing.auth {
         Auth::Anonymous => Method::Anonymous,
         Auth::Missing => return Err(no_credentials(locator)),
         Auth::Signed(resolved) => {
@@ -59,14 +45,9 @@ pub(super) fn prepare(
         }
     };
 
-    let mut headers = vec![
-        ("Range".to_owned(), range.header()),
-        ("Accept-Encoding".to_owned(), "gzip".to_owned()),
-    ];
-    if let Some(tag) = if_match {
-        headers.push(("If-Match".to_owned(), tag.to_owned()));
-    }
-    let user_project = option("GCS_USER_PROJECT");
+    let mut headers = a.read_headers();
+    headers.push(("Accept-Encoding".to_owned(), "gzip".to_owned()));
+    let user_project = a.option("GCS_USER_PROJECT");
     if let Some(project) = user_project {
         headers.push(("x-goog-user-project".to_owned(), project.to_owned()));
     }
@@ -76,7 +57,7 @@ pub(super) fn prepare(
             headers.push(("Authorization".to_owned(), format!("Bearer {token}")));
         }
         Method::Hmac { id, secret } => {
-            let date = httpdate::fmt_http_date(signing.now);
+            let date = httpdate::fmt_http_date(a.signing.now);
             let signature = goog1_signature(secret, &date, user_project, &resource);
             headers.push(("Date".to_owned(), date));
             headers.push((
@@ -85,27 +66,12 @@ pub(super) fn prepare(
             ));
         }
     }
-    let custom = settings.http_headers()?;
-    let generated: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
-    check_managed_headers(custom, &generated, true)?;
-    headers.extend(custom.iter().cloned());
-
     // Signed requests never follow redirects: a redirect would carry the signature elsewhere.
     let redirect = match method {
-        Method::Anonymous => RedirectPolicy::Follow {
-            max: MAX_REDIRECTS,
-            same_origin_only: settings.has_http_headers(),
-        },
+        Method::Anonymous => a.follow_redirects(),
         _ => RedirectPolicy::Never,
     };
-    Ok(Prepared {
-        request: Request {
-            url: format!("{root}{resource}"),
-            headers,
-        },
-        redirect,
-        region: None,
-    })
+    a.finish(format!("{root}{resource}"), headers, redirect, true)
 }
 
 /// The GOOG1 (HMAC-SHA1) signature of a GET: empty Content-MD5 and Content-Type lines, the
@@ -134,24 +100,12 @@ fn no_credentials(locator: &Locator) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+    use super::super::test_support::{header, prepare, settings, signed};
+    use super::super::{ByteRange, Signing};
     use super::*;
-    use crate::config::{Config, Credentials};
-    use crate::credentials::Resolved;
-
-    fn settings(options: &[(&str, &str)]) -> Settings {
-        let mut config = Config::empty();
-        for (name, value) in options {
-            config.set(name, Some(value)).unwrap();
-        }
-        config.freeze().unwrap()
-    }
-
-    fn signed(c: Credentials) -> Auth {
-        Auth::Signed(Arc::new(Resolved::new(c)))
-    }
+    use crate::config::Credentials;
 
     fn at(secs: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(secs)
@@ -179,14 +133,6 @@ mod tests {
             if_match,
             signing,
         )
-    }
-
-    fn header<'a>(p: &'a Prepared, name: &str) -> Option<&'a str> {
-        p.request
-            .headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
     }
 
     #[test]
@@ -242,8 +188,8 @@ mod tests {
             p.request.headers,
             vec![
                 ("Range".to_owned(), "bytes=10-29".to_owned()),
-                ("Accept-Encoding".to_owned(), "gzip".to_owned()),
                 ("If-Match".to_owned(), "\"etag\"".to_owned()),
+                ("Accept-Encoding".to_owned(), "gzip".to_owned()),
             ]
         );
         assert!(matches!(

@@ -6,66 +6,45 @@
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use super::endpoint::Endpoint;
-use super::{ByteRange, Prepared};
-use crate::config::{Settings, check_managed_headers};
+use super::Prepared;
+use super::attempt::Attempt;
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
-use crate::transport::{MAX_REDIRECTS, RedirectPolicy, Request};
 
 /// `HF_ENDPOINT`'s default.
 const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
-pub(super) fn prepare(
-    settings: &Settings,
-    locator: &Locator,
-    range: ByteRange,
-    if_match: Option<&str>,
-) -> Result<Prepared> {
-    let path = locator.identity();
-    let endpoint = settings
-        .option("HF_ENDPOINT", path)
-        .filter(|v| !v.is_empty())
-        .unwrap_or(DEFAULT_ENDPOINT);
-    let root = Endpoint::parse(&locator.display(), "HF_ENDPOINT", endpoint, "https")?.root();
-    let mut headers = vec![("Range".to_owned(), range.header())];
-    if let Some(tag) = if_match {
-        headers.push(("If-Match".to_owned(), tag.to_owned()));
-    }
-    if let Some(token) = token(settings, locator)? {
+pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
+    let root = a.endpoint("HF_ENDPOINT", DEFAULT_ENDPOINT)?.root();
+    let mut headers = a.read_headers();
+    if let Some(token) = token(a)? {
         headers.push(("Authorization".to_owned(), format!("Bearer {token}")));
     }
-    let custom = settings.http_headers()?;
-    let generated: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
-    check_managed_headers(custom, &generated, true)?;
-    headers.extend(custom.iter().cloned());
-    Ok(Prepared {
-        request: Request {
-            url: format!("{root}{}", locator.target()),
-            headers,
-        },
-        redirect: RedirectPolicy::Follow {
-            max: MAX_REDIRECTS,
-            same_origin_only: settings.has_http_headers(),
-        },
-        region: None,
-    })
+    a.finish(
+        format!("{root}{}", a.locator.target()),
+        headers,
+        a.follow_redirects(),
+        true,
+    )
 }
 
 /// The token of the first source that has one: `HF_TOKEN` (or its alias), the file at
 /// `HF_TOKEN_PATH`, `<HF_HOME>/token`, then with discovery only the default token cache.
 /// `None` means anonymous.
-fn token(settings: &Settings, locator: &Locator) -> Result<Option<String>> {
-    let path = locator.identity();
-    let option = |name: &str| settings.option(name, path).filter(|v| !v.is_empty());
-    if let Some(t) = option("HF_TOKEN").map(str::trim).filter(|t| !t.is_empty()) {
+fn token(a: &Attempt) -> Result<Option<String>> {
+    let settings = a.settings;
+    if let Some(t) = a
+        .option("HF_TOKEN")
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
         return Ok(Some(t.to_owned()));
     }
     let mut files: Vec<PathBuf> = Vec::new();
-    if let Some(file) = option("HF_TOKEN_PATH") {
+    if let Some(file) = a.option("HF_TOKEN_PATH") {
         files.push(settings.expand_home(file));
     }
-    if let Some(home) = option("HF_HOME") {
+    if let Some(home) = a.option("HF_HOME") {
         files.push(settings.expand_home(home).join("token"));
     }
     if settings.discovery()
@@ -74,7 +53,7 @@ fn token(settings: &Settings, locator: &Locator) -> Result<Option<String>> {
         files.push(cache.join("huggingface").join("token"));
     }
     for file in files {
-        if let Some(t) = read_token(locator, &file)? {
+        if let Some(t) = read_token(a.locator, &file)? {
             return Ok(Some(t));
         }
     }
@@ -102,16 +81,11 @@ fn read_token(locator: &Locator, file: &Path) -> Result<Option<String>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::ByteRange;
+    use super::super::test_support::{anonymous, header, prepare, settings};
     use super::*;
     use crate::config::Config;
-
-    fn settings(options: &[(&str, &str)]) -> Settings {
-        let mut config = Config::empty();
-        for (name, value) in options {
-            config.set(name, Some(value)).unwrap();
-        }
-        config.freeze().unwrap()
-    }
+    use crate::transport::RedirectPolicy;
 
     fn build(options: &[(&str, &str)], uri: &str) -> Result<Prepared> {
         prepare(
@@ -119,15 +93,12 @@ mod tests {
             &Locator::parse(uri).unwrap(),
             ByteRange::Span { first: 0, last: 9 },
             Some("\"e\""),
+            anonymous(),
         )
     }
 
     fn auth(p: &Prepared) -> Option<&str> {
-        p.request
-            .headers
-            .iter()
-            .find(|(n, _)| n == "Authorization")
-            .map(|(_, v)| v.as_str())
+        header(p, "Authorization")
     }
 
     #[test]
@@ -211,7 +182,7 @@ mod tests {
         let l = Locator::parse(uri).unwrap();
         for t in ["one", "two"] {
             std::fs::write(&file, t).unwrap();
-            let p = prepare(&s, &l, ByteRange::Suffix(1), None).unwrap();
+            let p = prepare(&s, &l, ByteRange::Suffix(1), None, anonymous()).unwrap();
             assert_eq!(auth(&p), Some(format!("Bearer {t}").as_str()));
         }
     }
@@ -231,7 +202,7 @@ mod tests {
                 .iter()
                 .map(|(n, p)| (n.to_string(), p.to_str().unwrap().to_string()));
             let s = Config::from_vars(vars).freeze().unwrap();
-            let p = prepare(&s, &l, ByteRange::Suffix(1), None).unwrap();
+            let p = prepare(&s, &l, ByteRange::Suffix(1), None, anonymous()).unwrap();
             auth(&p).map(str::to_owned)
         };
         assert_eq!(

@@ -2,6 +2,7 @@
 //! and redirect policy; and they read provider-specific hints (region, expired token) from
 //! error responses. They open no connections.
 
+mod attempt;
 mod azure;
 mod endpoint;
 mod gcs;
@@ -10,10 +11,14 @@ mod hugging_face;
 mod s3;
 mod sigv4;
 mod source;
+#[cfg(test)]
+mod test_support;
 
 use std::time::SystemTime;
 
 use ::http::HeaderMap;
+
+use attempt::Attempt;
 
 use crate::config::Settings;
 use crate::credentials::Auth;
@@ -76,15 +81,20 @@ pub(crate) fn prepare(
     if_match: Option<&str>,
     signing: Signing<'_>,
 ) -> Result<Prepared> {
+    let attempt = Attempt {
+        settings,
+        locator,
+        range,
+        if_match,
+        signing,
+    };
     match locator.backend() {
-        Backend::Http => http::prepare(settings, locator, range, if_match),
-        Backend::S3 => s3::prepare(settings, locator, range, if_match, signing),
-        Backend::Source => source::prepare(settings, locator, range, if_match, signing),
-        Backend::Gcs => gcs::prepare(settings, locator, range, if_match, signing),
-        Backend::Azure | Backend::AzureDataLake => {
-            azure::prepare(settings, locator, range, if_match, signing)
-        }
-        Backend::HuggingFace => hugging_face::prepare(settings, locator, range, if_match),
+        Backend::Http => http::prepare(&attempt),
+        Backend::S3 => s3::prepare(&attempt),
+        Backend::Source => source::prepare(&attempt),
+        Backend::Gcs => gcs::prepare(&attempt),
+        Backend::Azure | Backend::AzureDataLake => azure::prepare(&attempt),
+        Backend::HuggingFace => hugging_face::prepare(&attempt),
         // Local files go to the file workers, never through a request.
         Backend::File => Err(Error::new(
             Status::Unsupported,

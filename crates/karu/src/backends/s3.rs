@@ -4,16 +4,14 @@
 
 use ::http::HeaderMap;
 
+use super::attempt::Attempt;
 use super::endpoint::Endpoint;
-use super::{ByteRange, Correction, Prepared, Signing, sigv4};
-use crate::config::{Settings, check_managed_headers};
+use super::sigv4::{self, DEFAULT_REGION, valid_region};
+use super::{Correction, Prepared};
 use crate::credentials::Auth;
 use crate::error::{Error, Result, Status};
-use crate::locator::{Locator, encode_key};
-use crate::transport::{MAX_REDIRECTS, RedirectPolicy, Request};
-
-/// The region when nothing names one.
-const DEFAULT_REGION: &str = "us-east-1";
+use crate::locator::encode_key;
+use crate::transport::RedirectPolicy;
 
 /// Error codes of a 403 that mean "these credentials expired": refresh them once.
 const EXPIRED_CODES: [&str; 3] = [
@@ -22,23 +20,17 @@ const EXPIRED_CODES: [&str; 3] = [
     "<Code>RequestExpired</Code>",
 ];
 
-pub(super) fn prepare(
-    settings: &Settings,
-    locator: &Locator,
-    range: ByteRange,
-    if_match: Option<&str>,
-    signing: Signing<'_>,
-) -> Result<Prepared> {
-    let id = locator.identity();
-    let resolved = match signing.auth {
+pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
+    let id = a.path();
+    let resolved = match a.signing.auth {
         Auth::Signed(r) => Some(r.as_ref()),
         Auth::Anonymous => None,
         Auth::Missing => return Err(no_credentials(id)),
     };
-    let option = |name: &str| settings.option(name, id).filter(|v| !v.is_empty());
-    let region = signing
+    let region = a
+        .signing
         .region
-        .or_else(|| option("AWS_REGION"))
+        .or_else(|| a.option("AWS_REGION"))
         .or_else(|| resolved.and_then(|r| r.region.as_deref()))
         .unwrap_or(DEFAULT_REGION)
         .to_owned();
@@ -48,17 +40,11 @@ pub(super) fn prepare(
             format!("{id}: AWS region contains invalid characters"),
         ));
     }
-    let url = url(settings, locator, &region)?;
+    let url = url(a, &region)?;
 
-    let mut headers = vec![("Range".to_owned(), range.header())];
-    if let Some(tag) = if_match {
-        headers.push(("If-Match".to_owned(), tag.to_owned()));
-    }
+    let mut headers = a.read_headers();
     let redirect = match resolved {
-        None => RedirectPolicy::Follow {
-            max: MAX_REDIRECTS,
-            same_origin_only: settings.has_http_headers(),
-        },
+        None => a.follow_redirects(),
         Some(resolved) => {
             let c = &resolved.credentials;
             if c.access_key_id.is_empty() && c.secret_access_key.is_empty() {
@@ -71,22 +57,17 @@ pub(super) fn prepare(
                 ));
             }
             // Validated at config freeze: the only accepted value is "requester".
-            if option("AWS_REQUEST_PAYER").is_some() {
+            if a.option("AWS_REQUEST_PAYER").is_some() {
                 headers.push(("x-amz-request-payer".to_owned(), "requester".to_owned()));
             }
-            sigv4::sign_get(id, &url, &mut headers, c, &region, signing.now)?;
+            sigv4::sign_get(id, &url, &mut headers, c, &region, a.signing.now)?;
             // A signature is bound to its host: following a redirect would only fail.
             RedirectPolicy::Never
         }
     };
-    let custom = settings.http_headers()?;
-    let generated: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
-    check_managed_headers(custom, &generated, true)?;
-    headers.extend(custom.iter().cloned());
     Ok(Prepared {
-        request: Request { url, headers },
-        redirect,
         region: Some(region),
+        ..a.finish(url, headers, redirect, true)?
     })
 }
 
@@ -101,27 +82,17 @@ fn no_credentials(id: &str) -> Error {
     )
 }
 
-/// Region names are alphanumerics and `-` (they become part of a host name and the scope).
-fn valid_region(region: &str) -> bool {
-    !region.is_empty()
-        && region
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-}
-
 /// The object URL: virtual-hosted `scheme://bucket.<authority><path>/<key>` or path-style
 /// `<endpoint>/<bucket>/<key>`.
-fn url(settings: &Settings, locator: &Locator, region: &str) -> Result<String> {
-    let id = locator.identity();
-    let bucket = locator.container();
-    let key = encode_key(locator.key());
-    let default_scheme = match settings.flag("AWS_HTTPS", id) {
+fn url(a: &Attempt, region: &str) -> Result<String> {
+    let id = a.path();
+    let bucket = a.locator.container();
+    let key = encode_key(a.locator.key());
+    let default_scheme = match a.settings.flag("AWS_HTTPS", id) {
         Some(false) => "http",
         _ => "https",
     };
-    let configured = settings
-        .option("AWS_S3_ENDPOINT", id)
-        .filter(|v| !v.is_empty());
+    let configured = a.option("AWS_S3_ENDPOINT");
     let endpoint = match configured {
         Some(value) => Endpoint::parse(id, "AWS_S3_ENDPOINT", value, default_scheme)?,
         None => Endpoint {
@@ -132,7 +103,8 @@ fn url(settings: &Settings, locator: &Locator, region: &str) -> Result<String> {
     };
     // Dotted bucket names break the wildcard certificate of `*.s3.<region>.amazonaws.com`,
     // and other stores rarely resolve bucket subdomains: path style unless asked.
-    let virtual_hosting = settings
+    let virtual_hosting = a
+        .settings
         .flag("AWS_VIRTUAL_HOSTING", id)
         .unwrap_or(configured.is_none() && !bucket.contains('.'));
     if virtual_hosting && !host_safe(bucket) {
@@ -208,17 +180,13 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, SystemTime};
 
+    use super::super::test_support::{header, prepare, settings, signed as signed_with};
+    use super::super::{ByteRange, Signing};
     use super::*;
-    use crate::config::{Config, Credentials};
+    use crate::config::Credentials;
     use crate::credentials::Resolved;
-
-    fn settings(options: &[(&str, &str)]) -> Settings {
-        let mut config = Config::empty();
-        for (name, value) in options {
-            config.set(name, Some(value)).unwrap();
-        }
-        config.freeze().unwrap()
-    }
+    use crate::locator::Locator;
+    use crate::transport::MAX_REDIRECTS;
 
     fn signed(region: Option<&str>) -> Auth {
         Auth::Signed(Arc::new(Resolved {
@@ -264,14 +232,6 @@ mod tests {
             .unwrap()
             .request
             .url
-    }
-
-    fn header<'a>(p: &'a Prepared, name: &str) -> Option<&'a str> {
-        p.request
-            .headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
     }
 
     #[test]
@@ -467,10 +427,10 @@ mod tests {
             "/vsis3/b/k: no AWS credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, \
              install a custom provider, or set AWS_NO_SIGN_REQUEST=YES for a public object"
         );
-        let partial = Auth::Signed(Arc::new(Resolved::new(Credentials {
+        let partial = signed_with(Credentials {
             access_key_id: "AKID".into(),
             ..Credentials::default()
-        })));
+        });
         let e = prepare_with(&[], "s3://b/k", &partial, None).unwrap_err();
         assert_eq!(e.status(), Status::Credentials);
         assert!(e.message().ends_with("must be set together"), "{e}");

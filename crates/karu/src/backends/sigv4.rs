@@ -20,6 +20,17 @@ use crate::error::{Error, Result, Status};
 /// The service name in the credential scope.
 const SERVICE: &str = "s3";
 
+/// The signing region when nothing names one.
+pub(super) const DEFAULT_REGION: &str = "us-east-1";
+
+/// Region names are alphanumerics and `-` (they become part of a host name and the scope).
+pub(super) fn valid_region(region: &str) -> bool {
+    !region.is_empty()
+        && region
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
 /// Signs a GET of `url` carrying `headers` for `region` at `now`, and appends the headers
 /// the signature needs (`x-amz-*` and `Authorization`) to `headers`.
 ///

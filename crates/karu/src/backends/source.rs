@@ -2,51 +2,30 @@
 //! anonymous by default, signed with the S3 signer when configured. No region correction
 //! and no requester pays.
 
-use super::endpoint::Endpoint;
-use super::{ByteRange, Correction, Prepared, Signing, s3, sigv4};
-use crate::config::{Settings, check_managed_headers};
+use super::attempt::Attempt;
+use super::sigv4::{self, DEFAULT_REGION, valid_region};
+use super::{Correction, Prepared, s3};
 use crate::credentials::Auth;
 use crate::error::{Error, Result, Status};
-use crate::locator::{Locator, encode_key};
-use crate::transport::{MAX_REDIRECTS, RedirectPolicy, Request};
+use crate::locator::encode_key;
+use crate::transport::RedirectPolicy;
 
 /// The public endpoint.
 const DEFAULT_ENDPOINT: &str = "https://data.source.coop";
 
-/// The signing region when nothing names one.
-const DEFAULT_REGION: &str = "us-east-1";
-
-pub(super) fn prepare(
-    settings: &Settings,
-    locator: &Locator,
-    range: ByteRange,
-    if_match: Option<&str>,
-    signing: Signing<'_>,
-) -> Result<Prepared> {
-    let id = locator.identity();
-    let option = |name: &str| settings.option(name, id).filter(|v| !v.is_empty());
-    let endpoint = Endpoint::parse(
-        id,
-        "SOURCE_ENDPOINT",
-        option("SOURCE_ENDPOINT").unwrap_or(DEFAULT_ENDPOINT),
-        "https",
-    )?;
+pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
+    let id = a.path();
+    let endpoint = a.endpoint("SOURCE_ENDPOINT", DEFAULT_ENDPOINT)?;
     // The locator's key is `product/key`; both are encoded like any cloud key.
     let url = format!(
         "{}/{}/{}",
         endpoint.root(),
-        encode_key(locator.container()),
-        encode_key(locator.key())
+        encode_key(a.locator.container()),
+        encode_key(a.locator.key())
     );
-    let mut headers = vec![("Range".to_owned(), range.header())];
-    if let Some(tag) = if_match {
-        headers.push(("If-Match".to_owned(), tag.to_owned()));
-    }
-    let redirect = match signing.auth {
-        Auth::Anonymous => RedirectPolicy::Follow {
-            max: MAX_REDIRECTS,
-            same_origin_only: settings.has_http_headers(),
-        },
+    let mut headers = a.read_headers();
+    let redirect = match a.signing.auth {
+        Auth::Anonymous => a.follow_redirects(),
         Auth::Missing => {
             return Err(Error::new(
                 Status::Credentials,
@@ -65,31 +44,21 @@ pub(super) fn prepare(
                     format!("{id}: Source credentials require an access key and secret"),
                 ));
             }
-            let region = option("SOURCE_REGION")
+            let region = a
+                .option("SOURCE_REGION")
                 .or(resolved.region.as_deref())
                 .unwrap_or(DEFAULT_REGION);
-            if !region
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            {
+            if !valid_region(region) {
                 return Err(Error::new(
                     Status::Config,
                     format!("{id}: Source region contains invalid characters"),
                 ));
             }
-            sigv4::sign_get(id, &url, &mut headers, c, region, signing.now)?;
+            sigv4::sign_get(id, &url, &mut headers, c, region, a.signing.now)?;
             RedirectPolicy::Never
         }
     };
-    let custom = settings.http_headers()?;
-    let generated: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
-    check_managed_headers(custom, &generated, true)?;
-    headers.extend(custom.iter().cloned());
-    Ok(Prepared {
-        request: Request { url, headers },
-        redirect,
-        region: None,
-    })
+    a.finish(url, headers, redirect, true)
 }
 
 /// A signed 401, or a signed 403 with an expired-credential code: refresh once.
@@ -103,22 +72,21 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, SystemTime};
 
+    use super::super::test_support::{header, prepare, settings};
+    use super::super::{ByteRange, Signing};
     use super::*;
-    use crate::config::{Config, Credentials};
+    use crate::config::Credentials;
     use crate::credentials::Resolved;
+    use crate::locator::Locator;
 
     fn prepare_with(options: &[(&str, &str)], uri: &str, auth: &Auth) -> Result<Prepared> {
-        let mut config = Config::empty();
-        for (name, value) in options {
-            config.set(name, Some(value)).unwrap();
-        }
         let signing = Signing {
             auth,
             region: Some("ignored-1"),
             now: SystemTime::UNIX_EPOCH + Duration::from_secs(1_440_938_160),
         };
         prepare(
-            &config.freeze().unwrap(),
+            &settings(options),
             &Locator::parse(uri).unwrap(),
             ByteRange::Suffix(16),
             None,
@@ -138,12 +106,7 @@ mod tests {
     }
 
     fn authorization(p: &Prepared) -> &str {
-        p.request
-            .headers
-            .iter()
-            .find(|(n, _)| n == "authorization")
-            .map(|(_, v)| v.as_str())
-            .expect("signed")
+        header(p, "authorization").expect("signed")
     }
 
     #[test]

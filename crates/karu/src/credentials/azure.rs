@@ -11,12 +11,11 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::Method;
-use serde_json::Value;
 
-use super::http::{Answer, CONNECT_TIMEOUT, Call};
-use super::{LoadContext, Resolved};
+use super::http::{Answer, Call};
+use super::{LoadContext, Resolved, oauth};
 use crate::config::Credentials;
-use crate::error::{Error, Result, Status};
+use crate::error::Result;
 use crate::locator::encode_key;
 
 const DEFAULT_AUTHORITY: &str = "https://login.microsoftonline.com";
@@ -27,10 +26,6 @@ const JWT_BEARER: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer
 /// Timeouts of the managed-identity endpoints (connect; the total is twice that).
 const APP_SERVICE_TIMEOUT: Duration = Duration::from_secs(2);
 const IMDS_TIMEOUT: Duration = Duration::from_secs(1);
-/// Lifetime assumed when an answer does not say.
-const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
-/// Shortest lifetime an OAuth `expires_in` may claim.
-const MIN_LIFETIME: Duration = Duration::from_secs(60);
 
 /// Loads credentials for `ctx.path`; `Ok(None)` when no source has any.
 pub(super) fn load(ctx: &LoadContext) -> Result<Option<Resolved>> {
@@ -61,10 +56,6 @@ pub(super) fn load(ctx: &LoadContext) -> Result<Option<Resolved>> {
     Ok(None)
 }
 
-fn fail(ctx: &LoadContext, why: impl std::fmt::Display) -> Error {
-    Error::new(Status::Credentials, format!("{}: {why}", ctx.path))
-}
-
 /// Step 3: a service principal (secret) or workload identity (federated token file).
 fn client_credentials(ctx: &LoadContext) -> Result<Option<Resolved>> {
     let (Some(tenant), Some(client)) =
@@ -72,29 +63,22 @@ fn client_credentials(ctx: &LoadContext) -> Result<Option<Resolved>> {
     else {
         return Ok(None);
     };
-    let proof: Vec<(&str, String)> = if let Some(secret) = ctx.option("AZURE_CLIENT_SECRET") {
-        vec![("client_secret", secret.to_owned())]
+    let federated: String;
+    let proof = if let Some(secret) = ctx.option("AZURE_CLIENT_SECRET") {
+        vec![("client_secret", secret)]
     } else if let Some(file) = ctx.option("AZURE_FEDERATED_TOKEN_FILE") {
         let path = ctx.settings.expand_home(file);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            fail(
-                ctx,
-                format_args!(
-                    "cannot read AZURE_FEDERATED_TOKEN_FILE '{}': {e}",
-                    path.display()
-                ),
-            )
-        })?;
-        let assertion = text.trim();
-        if assertion.is_empty() {
-            return Err(fail(
-                ctx,
-                format_args!("AZURE_FEDERATED_TOKEN_FILE '{}' is empty", path.display()),
-            ));
+        let text = ctx.read_file("AZURE_FEDERATED_TOKEN_FILE", &path)?;
+        federated = text.trim().to_owned();
+        if federated.is_empty() {
+            return Err(ctx.failure(format_args!(
+                "AZURE_FEDERATED_TOKEN_FILE '{}' is empty",
+                path.display()
+            )));
         }
         vec![
-            ("client_assertion_type", JWT_BEARER.to_owned()),
-            ("client_assertion", assertion.to_owned()),
+            ("client_assertion_type", JWT_BEARER),
+            ("client_assertion", federated.as_str()),
         ]
     } else {
         return Ok(None);
@@ -112,19 +96,14 @@ fn client_credentials(ctx: &LoadContext) -> Result<Option<Resolved>> {
         authority.trim_end_matches('/'),
         encode_key(tenant)
     );
-    let form = url::form_urlencoded::Serializer::new(String::new())
-        .append_pair("grant_type", "client_credentials")
-        .append_pair("client_id", client)
-        .append_pair(
-            "scope",
-            ctx.option("AZURE_STORAGE_SCOPE").unwrap_or(DEFAULT_SCOPE),
-        )
-        .extend_pairs(proof)
-        .finish();
-    let call = Call::new(Method::POST, url)
-        .header("Accept", "application/json")
-        .body("application/x-www-form-urlencoded", form);
-    let answer = send(ctx, call, CONNECT_TIMEOUT)?;
+    let scope = ctx.option("AZURE_STORAGE_SCOPE").unwrap_or(DEFAULT_SCOPE);
+    let mut form = vec![
+        ("grant_type", "client_credentials"),
+        ("client_id", client),
+        ("scope", scope),
+    ];
+    form.extend(proof);
+    let answer = oauth::post_form(ctx, &url, &form)?;
     token(ctx, &answer, Expiry::ExpiresIn).map(Some)
 }
 
@@ -132,10 +111,10 @@ fn client_credentials(ctx: &LoadContext) -> Result<Option<Resolved>> {
 fn app_service(ctx: &LoadContext, endpoint: &str) -> Result<Resolved> {
     let secret = ctx
         .option("IDENTITY_HEADER")
-        .ok_or_else(|| fail(ctx, "IDENTITY_ENDPOINT is set but IDENTITY_HEADER is not"))?;
+        .ok_or_else(|| ctx.failure("IDENTITY_ENDPOINT is set but IDENTITY_HEADER is not"))?;
     let url = managed_identity_url(ctx, endpoint, "2019-08-01")?;
     let call = Call::new(Method::GET, url).header("X-IDENTITY-HEADER", secret);
-    let answer = send(ctx, call, APP_SERVICE_TIMEOUT)?;
+    let answer = oauth::send(ctx, call, APP_SERVICE_TIMEOUT)?;
     token(ctx, &answer, Expiry::ExpiresOn)
 }
 
@@ -144,7 +123,7 @@ fn app_service(ctx: &LoadContext, endpoint: &str) -> Result<Resolved> {
 fn imds(ctx: &LoadContext, explicit: Option<&str>) -> Result<Option<Resolved>> {
     let url = managed_identity_url(ctx, explicit.unwrap_or(DEFAULT_IMDS), "2018-02-01")?;
     let call = Call::new(Method::GET, url).header("Metadata", "true");
-    match send(ctx, call, IMDS_TIMEOUT).and_then(|a| token(ctx, &a, Expiry::ExpiresOn)) {
+    match oauth::send(ctx, call, IMDS_TIMEOUT).and_then(|a| token(ctx, &a, Expiry::ExpiresOn)) {
         Ok(r) => Ok(Some(r)),
         Err(e) if explicit.is_some() => Err(e),
         Err(_) => Ok(None),
@@ -175,12 +154,6 @@ fn managed_identity_url(ctx: &LoadContext, endpoint: &str, version: &str) -> Res
     Ok(format!("{endpoint}{joiner}{}", query.finish()))
 }
 
-fn send(ctx: &LoadContext, call: Call, timeout: Duration) -> Result<Answer> {
-    ctx.http
-        .send(call, timeout, ctx.deadline)
-        .map_err(|e| e.context(ctx.path))
-}
-
 /// Where a token answer says when it expires.
 #[derive(Clone, Copy)]
 enum Expiry {
@@ -190,45 +163,20 @@ enum Expiry {
     ExpiresOn,
 }
 
-/// A whole number given as a JSON number or a quoted string.
-fn seconds(v: Option<&Value>) -> Option<u64> {
-    match v? {
-        Value::Number(n) => n.as_u64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
-}
-
 /// The bearer token of a token endpoint's answer, with its expiry.
 fn token(ctx: &LoadContext, answer: &Answer, expiry: Expiry) -> Result<Resolved> {
-    if !(200..300).contains(&answer.status) {
-        return Err(fail(
-            ctx,
-            format_args!("credential endpoint returned HTTP {}", answer.status),
-        ));
-    }
-    let json: Value = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
-    let token = json
-        .get("access_token")
-        .and_then(Value::as_str)
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| fail(ctx, "credential response has no access_token"))?;
-    let now = SystemTime::now();
-    let expires_at = match expiry {
-        Expiry::ExpiresIn => {
-            let life =
-                seconds(json.get("expires_in")).map_or(DEFAULT_LIFETIME, Duration::from_secs);
-            now + life.max(MIN_LIFETIME)
+    match expiry {
+        Expiry::ExpiresIn => oauth::bearer(ctx, answer),
+        Expiry::ExpiresOn => {
+            let body = oauth::json_body(ctx, answer)?;
+            let token = oauth::token(ctx, &body, "access_token")?;
+            let expires_at = oauth::seconds(&body["expires_on"]).map_or_else(
+                || SystemTime::now() + oauth::DEFAULT_LIFETIME,
+                |s| UNIX_EPOCH + Duration::from_secs(s),
+            );
+            Ok(oauth::with_bearer(token, expires_at))
         }
-        Expiry::ExpiresOn => seconds(json.get("expires_on")).map_or(now + DEFAULT_LIFETIME, |s| {
-            UNIX_EPOCH + Duration::from_secs(s)
-        }),
-    };
-    Ok(Resolved::new(Credentials {
-        bearer_token: token.to_owned(),
-        expires_at: Some(expires_at),
-        ..Credentials::default()
-    }))
+    }
 }
 
 #[cfg(test)]

@@ -2,15 +2,14 @@
 //! keys, a refresh token, an ADC file (see `gcs_adc`), a service-account private key, then the
 //! metadata server.
 
-use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::Method;
 
-use super::gcs_oauth::{self, failure};
 use super::http::Call;
 use super::jwt::SigningKey;
-use super::{LoadContext, Resolved, gcs_adc};
+use super::keys::key_pair;
+use super::{LoadContext, Resolved, gcs_adc, oauth};
 use crate::config::Credentials;
 use crate::error::{Error, Result, Status};
 
@@ -23,8 +22,6 @@ const DEFAULT_METADATA: &str =
     "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token";
 /// Connect timeout of the metadata request (the total is twice that).
 const METADATA_TIMEOUT: Duration = Duration::from_secs(1);
-/// The largest private key file read.
-const KEY_FILE_LIMIT: u64 = 1 << 20;
 
 /// Loads credentials for `ctx.path`; `Ok(None)` when no source has any.
 pub(super) fn load(ctx: &LoadContext) -> Result<Option<Resolved>> {
@@ -34,24 +31,14 @@ pub(super) fn load(ctx: &LoadContext) -> Result<Option<Resolved>> {
             ..Credentials::default()
         })));
     }
-    match (
+    let hmac = (
         ctx.option("GCS_HMAC_ACCESS_KEY_ID"),
         ctx.option("GCS_HMAC_SECRET_ACCESS_KEY"),
-    ) {
-        (Some(id), Some(secret)) => {
-            return Ok(Some(Resolved::new(Credentials {
-                access_key_id: id.to_owned(),
-                secret_access_key: secret.to_owned(),
-                ..Credentials::default()
-            })));
-        }
-        (None, None) => {}
-        _ => {
-            return Err(failure(
-                ctx,
-                "GCS_HMAC_ACCESS_KEY_ID and GCS_HMAC_SECRET_ACCESS_KEY must be set together",
-            ));
-        }
+        None,
+    );
+    let half = "GCS_HMAC_ACCESS_KEY_ID and GCS_HMAC_SECRET_ACCESS_KEY must be set together";
+    if let Some(keys) = key_pair(ctx, hmac, half)? {
+        return Ok(Some(Resolved::new(keys)));
     }
     if let (Some(refresh), Some(id), Some(secret)) = (
         ctx.option("GCS_REFRESH_TOKEN"),
@@ -90,7 +77,7 @@ pub(super) fn refresh_grant(
     client_secret: &str,
     refresh_token: &str,
 ) -> Result<Resolved> {
-    let answer = gcs_oauth::post_form(
+    let answer = oauth::post_form(
         ctx,
         url,
         &[
@@ -100,7 +87,7 @@ pub(super) fn refresh_grant(
             ("refresh_token", refresh_token),
         ],
     )?;
-    gcs_oauth::bearer(ctx, &answer)
+    oauth::bearer(ctx, &answer)
 }
 
 /// The JWT-bearer grant of a service account: an RS256 assertion signed with `key_pem`
@@ -113,14 +100,14 @@ pub(super) fn jwt_grant(
     email: &str,
     url: &str,
 ) -> Result<Resolved> {
-    let key = SigningKey::from_pem(key_pem).map_err(|why| failure(ctx, format!("{what} {why}")))?;
+    let key = SigningKey::from_pem(key_pem).map_err(|why| ctx.failure(format!("{what} {why}")))?;
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let assertion = key
         .assertion(key_id, email, scope(ctx), url, now)
-        .map_err(|why| failure(ctx, format!("{what} {why}")))?;
-    let answer = gcs_oauth::post_form(
+        .map_err(|why| ctx.failure(format!("{what} {why}")))?;
+    let answer = oauth::post_form(
         ctx,
         url,
         &[
@@ -128,7 +115,7 @@ pub(super) fn jwt_grant(
             ("assertion", &assertion),
         ],
     )?;
-    gcs_oauth::bearer(ctx, &answer)
+    oauth::bearer(ctx, &answer)
 }
 
 /// `GCS_PRIVATE_KEY` or `GCS_PRIVATE_KEY_FILE` (exactly one) with `GCS_CLIENT_EMAIL`.
@@ -150,29 +137,13 @@ fn private_key(ctx: &LoadContext) -> Result<Option<Resolved>> {
         (Some(pem), None) => pem.to_owned(),
         (None, Some(file)) => {
             let path = ctx.settings.expand_home(file);
-            read_small(&path, KEY_FILE_LIMIT).map_err(|e| {
-                failure(
-                    ctx,
-                    format_args!("cannot read GCS_PRIVATE_KEY_FILE '{}': {e}", path.display()),
-                )
-            })?
+            ctx.read_file("GCS_PRIVATE_KEY_FILE", &path)?
         }
     };
     let email = ctx
         .option("GCS_CLIENT_EMAIL")
-        .ok_or_else(|| failure(ctx, "a GCS private key needs GCS_CLIENT_EMAIL"))?;
+        .ok_or_else(|| ctx.failure("a GCS private key needs GCS_CLIENT_EMAIL"))?;
     jwt_grant(ctx, "GCS private key", &pem, None, email, &token_uri(ctx)).map(Some)
-}
-
-/// Reads a text file of at most `limit` bytes.
-pub(super) fn read_small(path: &Path, limit: u64) -> std::io::Result<String> {
-    let len = std::fs::metadata(path)?.len();
-    if len > limit {
-        return Err(std::io::Error::other(format!(
-            "the file is larger than {limit} bytes"
-        )));
-    }
-    std::fs::read_to_string(path)
 }
 
 /// The metadata server, with discovery or when a metadata option is set; skipped when
@@ -188,10 +159,8 @@ fn metadata(ctx: &LoadContext) -> Result<Option<Resolved>> {
     }
     let call = Call::new(Method::GET, endpoint.unwrap_or(DEFAULT_METADATA))
         .header("Metadata-Flavor", "Google");
-    let fetched = ctx
-        .http
-        .send(call, METADATA_TIMEOUT, ctx.deadline)
-        .and_then(|answer| gcs_oauth::bearer(ctx, &answer));
+    let fetched =
+        oauth::send(ctx, call, METADATA_TIMEOUT).and_then(|answer| oauth::bearer(ctx, &answer));
     match fetched {
         Ok(found) => Ok(Some(found)),
         Err(e) if endpoint.is_some() => Err(e),
@@ -201,6 +170,7 @@ fn metadata(ctx: &LoadContext) -> Result<Option<Resolved>> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
     use std::time::Instant;
 
     use karu_testkit::{ExpiresIn, GoogleTokenServer, MetadataServer};
@@ -208,28 +178,13 @@ mod tests {
 
     use super::*;
     use crate::config::{Config, Settings};
-    use crate::credentials::CredentialHttp;
-    use crate::transport::{Transport, TransportOptions};
+    use crate::credentials::test_support::{settings, with_context};
 
     const PATH: &str = "/vsigs/bucket/key";
 
-    fn settings(options: &[(&str, &str)]) -> Settings {
-        let mut config = Config::empty();
-        for (name, value) in options {
-            config.set(name, Some(value)).unwrap();
-        }
-        config.freeze().unwrap()
-    }
-
     fn run_with(settings: &Settings) -> Result<Option<Resolved>> {
-        let http = CredentialHttp::new(Transport::new(TransportOptions::default()).unwrap());
-        let ctx = LoadContext {
-            settings,
-            path: PATH,
-            deadline: Some(Instant::now() + Duration::from_secs(30)),
-            http: &http,
-        };
-        load(&ctx)
+        let deadline = Instant::now() + Duration::from_secs(30);
+        with_context(settings, PATH, Some(deadline), load)
     }
 
     fn run(options: &[(&str, &str)]) -> Result<Option<Resolved>> {
@@ -254,6 +209,16 @@ mod tests {
     fn fails(options: &[(&str, &str)], status: Status, message: &str) {
         let e = run(options).unwrap_err();
         assert_eq!((e.status(), e.message()), (status, message));
+    }
+
+    /// A refresh-token grant (token `rt`, client `id`, secret `sec`) against `url`.
+    fn refresh_options(url: &str) -> [(&'static str, &str); 4] {
+        [
+            ("GCS_OAUTH_TOKEN_URI", url),
+            ("GCS_REFRESH_TOKEN", "rt"),
+            ("GCS_CLIENT_ID", "id"),
+            ("GCS_CLIENT_SECRET", "sec"),
+        ]
     }
 
     fn write_json(dir: &Path, name: &str, v: &Value) -> String {
@@ -307,12 +272,7 @@ mod tests {
         server.expect_refresh("id", "sec", "rt");
         server.set_expires_in(ExpiresIn::Number(1234));
         let url = server.token_url();
-        let options = [
-            ("GCS_OAUTH_TOKEN_URI", url.as_str()),
-            ("GCS_REFRESH_TOKEN", "rt"),
-            ("GCS_CLIENT_ID", "id"),
-            ("GCS_CLIENT_SECRET", "sec"),
-        ];
+        let options = refresh_options(&url);
         let c = bearer(&options);
         assert_eq!(c.bearer_token, "refreshed-1");
         assert!((1230..=1234).contains(&lifetime(&c)), "{}", lifetime(&c));
@@ -322,7 +282,7 @@ mod tests {
             asked.header("content-type"),
             Some("application/x-www-form-urlencoded")
         );
-        assert_eq!(asked.form()["grant_type"], "refresh_token");
+        assert_eq!(asked.field("grant_type"), Some("refresh_token"));
         // A wrong secret is refused by the endpoint: its status is the error.
         let mut wrong = options;
         wrong[3].1 = "other";
@@ -337,12 +297,7 @@ mod tests {
     fn oauth_answer_rules() {
         let server = GoogleTokenServer::start();
         let url = server.token_url();
-        let options = [
-            ("GCS_OAUTH_TOKEN_URI", url.as_str()),
-            ("GCS_REFRESH_TOKEN", "rt"),
-            ("GCS_CLIENT_ID", "id"),
-            ("GCS_CLIENT_SECRET", "sec"),
-        ];
+        let options = refresh_options(&url);
         server.set_expires_in(ExpiresIn::Text("700".into()));
         assert!((695..=700).contains(&lifetime(&bearer(&options))));
         server.set_expires_in(ExpiresIn::Absent);
@@ -398,8 +353,8 @@ mod tests {
         assert_eq!(claims[1]["iss"], "other@p.iam");
         assert_eq!(claims[1]["scope"], DEFAULT_SCOPE);
         assert_eq!(
-            server.requests()[0].form()["grant_type"],
-            "urn:ietf:params:oauth:grant-type:jwt-bearer"
+            server.requests()[0].field("grant_type"),
+            Some("urn:ietf:params:oauth:grant-type:jwt-bearer")
         );
         // A key the server does not know fails its signature check.
         let stranger = GoogleTokenServer::start();
@@ -512,13 +467,13 @@ mod tests {
         let file = write_json(dir.path(), "ext.json", &base);
         let c = bearer(&[("GOOGLE_APPLICATION_CREDENTIALS", &file)]);
         assert_eq!(c.bearer_token, "sts-1");
-        let form = server.requests()[0].form();
-        assert_eq!(form["audience"], base["audience"].as_str().unwrap());
+        let asked = &server.requests()[0];
+        assert_eq!(asked.field("audience"), base["audience"].as_str());
         assert_eq!(
-            form["subject_token_type"],
-            "urn:ietf:params:oauth:token-type:jwt"
+            asked.field("subject_token_type"),
+            Some("urn:ietf:params:oauth:token-type:jwt")
         );
-        assert_eq!(form["scope"], DEFAULT_SCOPE);
+        assert_eq!(asked.field("scope"), Some(DEFAULT_SCOPE));
 
         // A URL source with a JSON answer, then impersonation.
         server.clear();
@@ -543,7 +498,7 @@ mod tests {
         assert_eq!(log.len(), 3, "{log:?}");
         assert_eq!(log[0].path, "/subject");
         assert_eq!(log[0].header("metadata"), Some("True"));
-        assert_eq!(log[1].form()["scope"], "s1 s2");
+        assert_eq!(log[1].field("scope"), Some("s1 s2"));
         assert_eq!(log[2].header("authorization"), Some("Bearer sts-2"));
         let body: Value = serde_json::from_str(&log[2].body).unwrap();
         assert_eq!(body, json!({"scope": ["s1", "s2"], "lifetime": "3600s"}));

@@ -3,25 +3,21 @@
 //! grant) and `external_account` (token exchange, optionally followed by impersonation).
 
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use http::Method;
 use serde_json::{Value, json};
 
-use super::gcs::{jwt_grant, read_small, refresh_grant, scope, token_uri};
-use super::gcs_oauth::{self, failure, non_empty, with_bearer};
+use super::gcs::{jwt_grant, refresh_grant, scope, token_uri};
 use super::http::{CONNECT_TIMEOUT, Call};
+use super::oauth::{self, non_empty, with_bearer};
 use super::{LoadContext, Resolved, timestamp};
 use crate::error::Result;
 
 /// The name of the file inside gcloud's configuration directory.
 const ADC_FILE: &str = "application_default_credentials.json";
-/// The largest ADC or subject-token file read.
-const FILE_LIMIT: u64 = 1 << 20;
 /// `token_url`'s default for external accounts: Google's STS.
 const DEFAULT_STS: &str = "https://sts.googleapis.com/v1/token";
-/// Lifetime assumed when an impersonation answer has no readable `expireTime`.
-const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
 
 /// Credentials from the ADC file, `Ok(None)` when there is none.
 pub(super) fn load(ctx: &LoadContext) -> Result<Option<Resolved>> {
@@ -29,30 +25,21 @@ pub(super) fn load(ctx: &LoadContext) -> Result<Option<Resolved>> {
         return Ok(None);
     };
     let shown = path.display();
-    let text = read_small(&path, FILE_LIMIT).map_err(|e| {
-        failure(
-            ctx,
-            format_args!("cannot read GOOGLE_APPLICATION_CREDENTIALS file '{shown}': {e}"),
-        )
-    })?;
+    let text = ctx.read_file("GOOGLE_APPLICATION_CREDENTIALS file", &path)?;
     // The parse error is not shown: it may quote the file's secrets.
     let adc: Value = serde_json::from_str(&text).map_err(|_| {
-        failure(
-            ctx,
-            format_args!("GOOGLE_APPLICATION_CREDENTIALS file '{shown}' is not valid JSON"),
-        )
+        ctx.failure(format_args!(
+            "GOOGLE_APPLICATION_CREDENTIALS file '{shown}' is not valid JSON"
+        ))
     })?;
     let field = |name: &str| non_empty(&adc, name);
     match field("type").unwrap_or_default() {
         "service_account" => {
             let (Some(email), Some(key)) = (field("client_email"), field("private_key")) else {
-                return Err(failure(
-                    ctx,
-                    format_args!(
-                        "service_account credentials in '{shown}' need client_email and \
+                return Err(ctx.failure(format_args!(
+                    "service_account credentials in '{shown}' need client_email and \
                          private_key"
-                    ),
-                ));
+                )));
             };
             let url = field("token_uri").map_or_else(|| token_uri(ctx), str::to_owned);
             let what = format!("private key of '{shown}'");
@@ -66,21 +53,17 @@ pub(super) fn load(ctx: &LoadContext) -> Result<Option<Resolved>> {
                 pick("GCS_CLIENT_SECRET", "client_secret"),
                 pick("GCS_REFRESH_TOKEN", "refresh_token"),
             ) else {
-                return Err(failure(
-                    ctx,
-                    format_args!(
-                        "authorized_user credentials in '{shown}' need client_id, \
+                return Err(ctx.failure(format_args!(
+                    "authorized_user credentials in '{shown}' need client_id, \
                          client_secret and refresh_token"
-                    ),
-                ));
+                )));
             };
             refresh_grant(ctx, &token_uri(ctx), id, secret, refresh).map(Some)
         }
         "external_account" => external_account(ctx, &adc, &shown.to_string()).map(Some),
-        other => Err(failure(
-            ctx,
-            format_args!("GOOGLE_APPLICATION_CREDENTIALS has unsupported type '{other}'"),
-        )),
+        other => Err(ctx.failure(format_args!(
+            "GOOGLE_APPLICATION_CREDENTIALS has unsupported type '{other}'"
+        ))),
     }
 }
 
@@ -105,16 +88,13 @@ fn external_account(ctx: &LoadContext, adc: &Value, shown: &str) -> Result<Resol
     let field = |name: &str| non_empty(adc, name);
     let (Some(audience), Some(token_type)) = (field("audience"), field("subject_token_type"))
     else {
-        return Err(failure(
-            ctx,
-            format_args!(
-                "external_account credentials in '{shown}' need audience and subject_token_type"
-            ),
-        ));
+        return Err(ctx.failure(format_args!(
+            "external_account credentials in '{shown}' need audience and subject_token_type"
+        )));
     };
     let subject = subject_token(ctx, &adc["credential_source"], shown)?;
     let scope = scope(ctx);
-    let answer = gcs_oauth::post_form(
+    let answer = oauth::post_form(
         ctx,
         field("token_url").unwrap_or(DEFAULT_STS),
         &[
@@ -132,7 +112,7 @@ fn external_account(ctx: &LoadContext, adc: &Value, shown: &str) -> Result<Resol
             ("subject_token", &subject),
         ],
     )?;
-    let federated = gcs_oauth::bearer(ctx, &answer)?;
+    let federated = oauth::bearer(ctx, &answer)?;
     let Some(url) = field("service_account_impersonation_url") else {
         return Ok(federated);
     };
@@ -144,13 +124,12 @@ fn external_account(ctx: &LoadContext, adc: &Value, shown: &str) -> Result<Resol
             format!("Bearer {}", federated.credentials.bearer_token),
         )
         .body("application/json", body);
-    let answer = ctx.http.send(call, CONNECT_TIMEOUT, ctx.deadline)?;
-    let body = gcs_oauth::json_body(ctx, &answer)?;
-    let token = non_empty(&body, "accessToken")
-        .ok_or_else(|| failure(ctx, "credential response has no access_token"))?;
+    let answer = oauth::send(ctx, call, CONNECT_TIMEOUT)?;
+    let body = oauth::json_body(ctx, &answer)?;
+    let token = oauth::token(ctx, &body, "accessToken")?;
     let expires_at = non_empty(&body, "expireTime")
         .and_then(timestamp::parse)
-        .unwrap_or_else(|| SystemTime::now() + DEFAULT_LIFETIME);
+        .unwrap_or_else(|| SystemTime::now() + oauth::DEFAULT_LIFETIME);
     Ok(with_bearer(token, expires_at))
 }
 
@@ -160,15 +139,7 @@ fn external_account(ctx: &LoadContext, adc: &Value, shown: &str) -> Result<Resol
 fn subject_token(ctx: &LoadContext, source: &Value, shown: &str) -> Result<String> {
     let text = if let Some(file) = non_empty(source, "file") {
         let path = ctx.settings.expand_home(file);
-        read_small(&path, FILE_LIMIT).map_err(|e| {
-            failure(
-                ctx,
-                format_args!(
-                    "cannot read the subject token file '{}': {e}",
-                    path.display()
-                ),
-            )
-        })?
+        ctx.read_file("the subject token file", &path)?
     } else if let Some(url) = non_empty(source, "url") {
         let mut call = Call::new(Method::GET, url);
         if let Some(headers) = source["headers"].as_object() {
@@ -176,33 +147,27 @@ fn subject_token(ctx: &LoadContext, source: &Value, shown: &str) -> Result<Strin
                 call = call.header(name, value.as_str().unwrap_or_default());
             }
         }
-        let answer = ctx.http.send(call, CONNECT_TIMEOUT, ctx.deadline)?;
-        if !(200..300).contains(&answer.status) {
-            return Err(failure(
-                ctx,
-                format_args!("credential endpoint returned HTTP {}", answer.status),
-            ));
-        }
+        let answer = oauth::send(ctx, call, CONNECT_TIMEOUT)?;
+        oauth::success(ctx, &answer)?;
         String::from_utf8_lossy(&answer.body).into_owned()
     } else {
-        return Err(failure(
-            ctx,
-            format_args!("external_account credentials in '{shown}' need a file or url source"),
-        ));
+        return Err(ctx.failure(format_args!(
+            "external_account credentials in '{shown}' need a file or url source"
+        )));
     };
     let format = &source["format"];
     let token = if format["type"] == "json" {
         let name = non_empty(format, "subject_token_field_name").unwrap_or_default();
         let parsed: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         non_empty(&parsed, name)
-            .ok_or_else(|| failure(ctx, format_args!("the subject token has no field '{name}'")))?
+            .ok_or_else(|| ctx.failure(format_args!("the subject token has no field '{name}'")))?
             .trim()
             .to_owned()
     } else {
         text.trim().to_owned()
     };
     if token.is_empty() {
-        return Err(failure(ctx, "the subject token is empty"));
+        return Err(ctx.failure("the subject token is empty"));
     }
     Ok(token)
 }

@@ -8,16 +8,19 @@ mod azure;
 mod cache;
 mod gcs;
 mod gcs_adc;
-mod gcs_oauth;
 pub(crate) mod http;
 mod jwt;
+mod keys;
+mod oauth;
 mod process;
 mod profile;
 mod source;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 mod timestamp;
 
+use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -81,6 +84,27 @@ impl LoadContext<'_> {
         self.settings
             .option(name, self.path)
             .filter(|v| !v.is_empty())
+    }
+
+    /// A CREDENTIALS error about this path: "<path>: <why>".
+    pub(crate) fn failure(&self, why: impl fmt::Display) -> Error {
+        Error::new(Status::Credentials, format!("{}: {why}", self.path))
+    }
+
+    /// Reads a key or token file of at most 1 MiB; failures are "cannot read <what>
+    /// '<file>': <why>".
+    pub(crate) fn read_file(&self, what: &str, file: &Path) -> Result<String> {
+        const LIMIT: u64 = 1 << 20;
+        let read = || {
+            if std::fs::metadata(file)?.len() > LIMIT {
+                return Err(std::io::Error::other(format!(
+                    "the file is larger than {LIMIT} bytes"
+                )));
+            }
+            std::fs::read_to_string(file)
+        };
+        read()
+            .map_err(|e| self.failure(format_args!("cannot read {what} '{}': {e}", file.display())))
     }
 }
 

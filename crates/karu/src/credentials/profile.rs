@@ -7,9 +7,10 @@ use std::fs::File;
 use std::io::{ErrorKind, Read};
 use std::path::PathBuf;
 
+use super::keys::key_pair;
 use super::{LoadContext, process};
 use crate::config::Credentials;
-use crate::error::{Error, Result, Status};
+use crate::error::{Error, Result};
 
 /// Largest config or credentials file read.
 const FILE_LIMIT: u64 = 1 << 20;
@@ -101,7 +102,7 @@ pub(super) fn lookup(ctx: &LoadContext, options: &ProfileOptions) -> Result<Look
 
 /// The error for a profile that neither file has.
 pub(super) fn not_found(ctx: &LoadContext, label: &str, name: &str) -> Error {
-    failure(ctx, format!("{label} profile '{name}' was not found"))
+    ctx.failure(format!("{label} profile '{name}' was not found"))
 }
 
 /// The credentials a profile holds by itself: refusals for IAM Identity Center and role
@@ -112,47 +113,31 @@ pub(super) fn credentials(
     profile: &Profile,
 ) -> Result<Option<Credentials>> {
     if profile.get("sso_session").is_some() || profile.get("sso_start_url").is_some() {
-        return Err(failure(
-            ctx,
-            format!("{label} IAM Identity Center profiles require a custom credential provider"),
-        ));
+        return Err(ctx.failure(format!(
+            "{label} IAM Identity Center profiles require a custom credential provider"
+        )));
     }
     if ["role_arn", "source_profile", "web_identity_token_file"]
         .iter()
         .any(|k| profile.get(k).is_some())
     {
-        return Err(failure(
-            ctx,
-            format!("{label} AssumeRole profiles require a custom credential provider"),
-        ));
+        return Err(ctx.failure(format!(
+            "{label} AssumeRole profiles require a custom credential provider"
+        )));
     }
     if let Some(command) = profile.get("credential_process") {
         return process::credentials(ctx, label, command).map(Some);
     }
-    match (
+    let keys = (
         profile.get("aws_access_key_id"),
         profile.get("aws_secret_access_key"),
-    ) {
-        (None, None) => Ok(None),
-        (Some(id), Some(secret)) => Ok(Some(Credentials {
-            access_key_id: id.to_owned(),
-            secret_access_key: secret.to_owned(),
-            session_token: profile
-                .get("aws_session_token")
-                .unwrap_or_default()
-                .to_owned(),
-            ..Credentials::default()
-        })),
-        _ => Err(failure(
-            ctx,
-            format!("{label} profile access key and secret must be set together"),
-        )),
-    }
-}
-
-/// A `Credentials` error about `ctx.path`.
-fn failure(ctx: &LoadContext, message: String) -> Error {
-    Error::new(Status::Credentials, format!("{}: {message}", ctx.path))
+        profile.get("aws_session_token"),
+    );
+    key_pair(
+        ctx,
+        keys,
+        format_args!("{label} profile access key and secret must be set together"),
+    )
 }
 
 /// Sections of one INI file: section name → key → value.
@@ -180,35 +165,23 @@ fn read_file(
         Ok(f) => f,
         Err(e) if e.kind() == ErrorKind::NotFound => {
             return if explicit {
-                Err(failure(
-                    ctx,
-                    format!("{label} {what} file does not exist: '{shown}'"),
-                ))
+                Err(ctx.failure(format!("{label} {what} file does not exist: '{shown}'")))
             } else {
                 Ok(None)
             };
         }
         Err(e) => {
-            return Err(failure(
-                ctx,
-                format!("cannot read {label} {what} file '{shown}': {e}"),
-            ));
+            return Err(ctx.failure(format!("cannot read {label} {what} file '{shown}': {e}")));
         }
     };
     let mut bytes = Vec::new();
     file.take(FILE_LIMIT + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| {
-            failure(
-                ctx,
-                format!("cannot read {label} {what} file '{shown}': {e}"),
-            )
-        })?;
+        .map_err(|e| ctx.failure(format!("cannot read {label} {what} file '{shown}': {e}")))?;
     if bytes.len() as u64 > FILE_LIMIT {
-        return Err(failure(
-            ctx,
-            format!("{label} {what} file is larger than 1 MiB: '{shown}'"),
-        ));
+        return Err(ctx.failure(format!(
+            "{label} {what} file is larger than 1 MiB: '{shown}'"
+        )));
     }
     Ok(Some(parse(&String::from_utf8_lossy(&bytes))))
 }
@@ -263,6 +236,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::credentials::test_support::with_context;
+    use crate::error::Status;
 
     const AWS: ProfileOptions = ProfileOptions {
         label: "AWS",

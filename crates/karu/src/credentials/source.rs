@@ -2,10 +2,10 @@
 //! a profile (default `source-coop`) of AWS-format files that must yield keys. AWS options
 //! and credentials are never used, and a profile's `endpoint_url` is ignored.
 
-use super::aws::{KeyOptions, option_keys};
+use super::keys::{KeyOptions, option_keys};
 use super::profile::{self, ProfileOptions};
 use super::{LoadContext, Resolved};
-use crate::error::{Error, Result, Status};
+use crate::error::Result;
 
 /// Source's explicit key options.
 const OPTION_KEYS: KeyOptions = [
@@ -38,13 +38,10 @@ pub(super) fn load(ctx: &LoadContext) -> Result<Option<Resolved>> {
             credentials,
             region: profile.region(),
         })),
-        None => Err(Error::new(
-            Status::Credentials,
-            format!(
-                "{}: Source profile '{}' did not provide credentials",
-                ctx.path, found.name
-            ),
-        )),
+        None => Err(ctx.failure(format_args!(
+            "Source profile '{}' did not provide credentials",
+            found.name
+        ))),
     }
 }
 
@@ -53,6 +50,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::credentials::test_support::{settings, with_context};
+    use crate::error::Status;
 
     const PATH: &str = "/vsisource/acct/product/key";
 

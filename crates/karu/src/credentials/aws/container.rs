@@ -24,12 +24,7 @@ pub(super) fn load(ctx: &LoadContext) -> Result<Option<Credentials>> {
     let Some(url) = url(ctx)? else {
         return Ok(None);
     };
-    let fail = |message: &str| {
-        Error::new(
-            Status::Credentials,
-            format!("{}: AWS container credentials {message}", ctx.path),
-        )
-    };
+    let fail = |message: &str| ctx.failure(format_args!("AWS container credentials {message}"));
     let mut call = Call::new(Method::GET, url.as_str());
     if let Some(token) = token(ctx)? {
         call = call.header("Authorization", token);
@@ -111,15 +106,6 @@ fn token(ctx: &LoadContext) -> Result<Option<String>> {
         return Ok(None);
     };
     let path = ctx.settings.expand_home(file);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        Error::new(
-            Status::Credentials,
-            format!(
-                "{}: cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE '{}': {e}",
-                ctx.path,
-                path.display()
-            ),
-        )
-    })?;
+    let text = ctx.read_file("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &path)?;
     Ok(Some(text.trim().to_owned()))
 }

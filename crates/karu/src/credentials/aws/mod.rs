@@ -8,9 +8,9 @@ mod web_identity;
 
 use url::Url;
 
+use super::keys::{KeyOptions, option_keys};
 use super::profile::{self, ProfileOptions};
 use super::{LoadContext, Resolved};
-use crate::config::Credentials;
 use crate::error::{Error, Result, Status};
 
 /// AWS's profile options.
@@ -21,6 +21,13 @@ const PROFILE: ProfileOptions = ProfileOptions {
     config_file: "AWS_CONFIG_FILE",
     credentials_file: "AWS_SHARED_CREDENTIALS_FILE",
 };
+
+/// AWS's explicit key options.
+const OPTION_KEYS: KeyOptions = [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+];
 
 /// Loads credentials for `ctx.path`; `Ok(None)` when no source has any.
 pub(super) fn load(ctx: &LoadContext) -> Result<Option<Resolved>> {
@@ -51,13 +58,9 @@ pub(super) fn load(ctx: &LoadContext) -> Result<Option<Resolved>> {
                 .map(|c| Some(with_region(c)));
         }
         (Some(_), None) => {
-            return Err(Error::new(
-                Status::Credentials,
-                format!(
-                    "{}: AWS chained AssumeRole profiles require a custom credential provider; \
-                     credential_process and web identity profiles are supported natively",
-                    ctx.path
-                ),
+            return Err(ctx.failure(
+                "AWS chained AssumeRole profiles require a custom credential provider; \
+                 credential_process and web identity profiles are supported natively",
             ));
         }
         (None, _) => {}
@@ -90,41 +93,6 @@ fn endpoint_url(ctx: &LoadContext, name: &str, value: &str) -> Result<Url> {
 fn future_expiry(text: Option<&str>) -> Option<std::time::SystemTime> {
     text.and_then(super::timestamp::parse)
         .filter(|t| *t > std::time::SystemTime::now())
-}
-
-/// The option names of one namespace's key id, secret and session token.
-pub(super) type KeyOptions = [&'static str; 3];
-
-/// AWS's explicit key options.
-const OPTION_KEYS: KeyOptions = [
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-];
-
-/// Static keys from options (key id, secret, optional token): `None` when neither half of
-/// the pair is set, an error naming `label` when only one is.
-pub(super) fn option_keys(
-    ctx: &LoadContext,
-    label: &str,
-    [id, secret, token]: KeyOptions,
-) -> Result<Option<Credentials>> {
-    match (ctx.option(id), ctx.option(secret)) {
-        (None, None) => Ok(None),
-        (Some(id), Some(secret)) => Ok(Some(Credentials {
-            access_key_id: id.to_owned(),
-            secret_access_key: secret.to_owned(),
-            session_token: ctx.option(token).unwrap_or_default().to_owned(),
-            ..Credentials::default()
-        })),
-        _ => Err(Error::new(
-            Status::Credentials,
-            format!(
-                "{}: {label} access key and secret must be set together",
-                ctx.path
-            ),
-        )),
-    }
 }
 
 #[cfg(test)]

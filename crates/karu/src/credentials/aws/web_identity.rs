@@ -26,15 +26,7 @@ pub(super) fn load(
     let fail =
         |status: Status, message: String| Error::new(status, format!("{}: {message}", ctx.path));
     let path = ctx.settings.expand_home(token_file);
-    let token = std::fs::read_to_string(&path).map_err(|e| {
-        fail(
-            Status::Credentials,
-            format!(
-                "cannot read AWS web identity token file '{}': {e}",
-                path.display()
-            ),
-        )
-    })?;
+    let token = ctx.read_file("AWS web identity token file", &path)?;
     let session = match session {
         Some(s) => s.to_owned(),
         None => {

@@ -11,6 +11,7 @@ use karu_testkit::microsoft_token::{
 
 use super::*;
 use crate::credentials::test_support::{settings, with_context};
+use crate::error::Status;
 
 const PATH: &str = "/vsiaz/ctr/key";
 

@@ -1,0 +1,36 @@
+//! Helpers for the backends' unit tests.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::{Prepared, Signing};
+use crate::config::Credentials;
+use crate::credentials::{Auth, Resolved};
+
+/// Backends are tested through the dispatcher, as the engine calls them.
+pub(super) use super::prepare;
+pub(super) use crate::credentials::test_support::settings;
+
+/// An anonymous attempt, now.
+pub(super) fn anonymous() -> Signing<'static> {
+    static ANONYMOUS: Auth = Auth::Anonymous;
+    Signing {
+        auth: &ANONYMOUS,
+        region: None,
+        now: SystemTime::now(),
+    }
+}
+
+/// Signs with `credentials`, no region attached.
+pub(super) fn signed(credentials: Credentials) -> Auth {
+    Auth::Signed(Arc::new(Resolved::new(credentials)))
+}
+
+/// The value of header `name` (case-insensitive) of a prepared request.
+pub(super) fn header<'a>(p: &'a Prepared, name: &str) -> Option<&'a str> {
+    p.request
+        .headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
