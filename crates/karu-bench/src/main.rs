@@ -4,11 +4,11 @@
 //! ```text
 //! cargo run --release -p karu-bench                 # full run, rewrites BENCHMARKS.md's tables
 //! cargo run --release -p karu-bench -- --quick      # CI: small workloads, one repetition
-//! cargo run --release -p karu-bench -- --download   # workload D: download vs curl and object_store
 //! ```
 //!
 //! Options: `--reps N`, `--out FILE` (default: BENCHMARKS.md at the repo root in a full run,
-//! `target/karu-bench-quick.md` in quick mode), `--workloads RSCHE`, `--no-nginx`.
+//! `target/karu-bench-quick.md` in quick mode), `--workloads RSCHED`, `--no-nginx`,
+//! `--issue-scale`.
 //!
 //! The parent process owns the servers (the test kit's [`RangeServer`], nginx from
 //! `scripts/nginx.sh`) and the [`LatencyProxy`]s, and counts requests, bytes and connections on
@@ -16,7 +16,6 @@
 //! its CPU time (getrusage delta around the reads) and its peak RSS (`VmHWM`) are its own
 //! and not mixed with the servers', the proxies' or another reader's.
 
-mod download;
 mod plain;
 mod readers;
 mod report;
@@ -31,9 +30,9 @@ use karu::plan::{Request, plan};
 use karu::{Client, Config, Locator};
 use karu_testkit::{LatencyProxy, ProxyOptions};
 
-use readers::{KARU_CONCURRENCY, Measured, Reader, Target};
+use readers::{DOWNLOAD_CHUNK, DOWNLOAD_PARALLELISM, KARU_CONCURRENCY, Measured, Reader, Target};
 use servers::{Counted, Server};
-use workload::{MIB, Scale, Workload, workload};
+use workload::{Kind, MIB, Scale, Workload, workload};
 
 /// 1 Gbit/s in bytes per second.
 const GBIT: u64 = 125_000_000;
@@ -130,10 +129,6 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--child") {
         child(&args[2..]);
-        return;
-    }
-    if args.iter().any(|a| a == "--download") {
-        download::run();
         return;
     }
     let opts = opts();
@@ -266,11 +261,26 @@ fn main() {
 /// Transfers, fetched bytes and concurrency of a reader's plan for `w` (None: not plannable
 /// without running it, as for E, where the bound uses the server's counts).
 fn planned(reader: Reader, w: &Workload, t: &Target) -> Option<(u64, u64, u64)> {
-    if w.ends.is_some() {
-        return None;
+    let requested = w.requested();
+    match w.kind {
+        Kind::Ends(..) => return None,
+        Kind::Download => {
+            let chunks = requested.div_ceil(DOWNLOAD_CHUNK);
+            return Some(match reader {
+                // A probe of min(chunk, 1 MiB) learns size and ETag, then chunks follow it.
+                Reader::KaruDefault => {
+                    let probe = DOWNLOAD_CHUNK.min(MIB).min(requested);
+                    let chunks = (requested - probe).div_ceil(DOWNLOAD_CHUNK);
+                    (1 + chunks, requested, DOWNLOAD_PARALLELISM)
+                }
+                // A HEAD for the size, then the chunks.
+                Reader::OsChunks => (1 + chunks, requested, DOWNLOAD_PARALLELISM),
+                _ => (1, requested, 1),
+            });
+        }
+        Kind::Reads => {}
     }
     let n = w.reads.len() as u64;
-    let requested = w.requested();
     Some(match reader {
         Reader::KaruDefault | Reader::KaruGap0 => {
             let mut config = Config::empty();
@@ -335,7 +345,7 @@ fn planned(reader: Reader, w: &Workload, t: &Target) -> Option<(u64, u64, u64)> 
             (transfers, fetched, 10)
         }
         Reader::OsRange => (n, requested, KARU_CONCURRENCY as u64),
-        Reader::Naive => (n, requested, 1),
+        Reader::Naive | Reader::Curl | Reader::OsGet | Reader::OsChunks => (n, requested, 1),
     })
 }
 
@@ -353,7 +363,7 @@ fn run_matrix(
     opts: &Opts,
     scale: Scale,
 ) -> Vec<Row> {
-    let readers = Reader::ALL;
+    let readers = Reader::for_kind(w.kind);
     let mut rows: Vec<Row> = readers
         .iter()
         .map(|&reader| Row {
@@ -439,7 +449,7 @@ fn spawn_child(
         .args([
             reader.key(),
             &w.id.to_string(),
-            scale.name(),
+            scale.name,
             &t.base,
             &t.prefix,
             &budget.as_millis().to_string(),

@@ -538,8 +538,13 @@ mod tests {
         let provider = Counting::new(Some("s3://data"));
         let settings = settings_with(provider.clone());
         let first = cache.resolve(&settings, &at("s3://data/a"), None).unwrap();
-        let second = cache.resolve(&settings, &at("/vsis3/data/b/c"), None).unwrap();
-        assert_eq!((key(&first), key(&second)), ("key-1".into(), "key-1".into()));
+        let second = cache
+            .resolve(&settings, &at("/vsis3/data/b/c"), None)
+            .unwrap();
+        assert_eq!(
+            (key(&first), key(&second)),
+            ("key-1".into(), "key-1".into())
+        );
         // `s3://data` never authorises `s3://data-private`.
         let private = cache.resolve(&settings, &at("s3://data-private/x"), None);
         assert_eq!(
@@ -569,7 +574,9 @@ mod tests {
         let none = Counting::new(None);
         let settings = settings_with(none.clone());
         for _ in 0..3 {
-            cache.resolve(&settings, &at("s3://elsewhere/k"), None).unwrap();
+            cache
+                .resolve(&settings, &at("s3://elsewhere/k"), None)
+                .unwrap();
         }
         assert_eq!(none.calls(), 3);
     }
@@ -634,7 +641,9 @@ mod tests {
         let cache = cache();
         let provider = Counting::new(Some("s3://b"));
         let settings = settings_with(provider.clone());
-        let err = cache.resolve(&settings, &at("s3://b/fail"), None).unwrap_err();
+        let err = cache
+            .resolve(&settings, &at("s3://b/fail"), None)
+            .unwrap_err();
         assert_eq!(err.status(), Status::Credentials);
         let ok = cache.resolve(&settings, &at("s3://b/fail"), None).unwrap();
         assert_eq!(key(&ok), "key-2");
