@@ -12,10 +12,12 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt as _, TryStreamExt as _};
 use karu::{Client, Config, DownloadOptions, Locator, Read, Status};
 use karu_testkit::content;
+use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
 use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt as _};
 
 use crate::plain;
+use crate::sigv4::{REGION, S3Access};
 use crate::workload::{Kind, Workload};
 
 /// Concurrency given to the readers that choose it themselves (object_store `get_range` per
@@ -186,15 +188,53 @@ pub fn usage() -> (f64, u64) {
     )
 }
 
-/// Where the objects are: `{base}/{prefix}{name}`.
+/// Where the objects are: `{base}/{prefix}{name}` on an HTTP server, or, with `s3`, the key
+/// `{prefix}{name}` of its bucket behind the endpoint `base` (path style).
 pub struct Target {
     pub base: String,
     pub prefix: String,
+    pub s3: Option<S3Access>,
 }
 
 impl Target {
+    /// What karu is given: the object's URL, or its `s3://` locator.
     pub fn url(&self, name: &str) -> String {
-        format!("{}/{}{name}", self.base, self.prefix)
+        match &self.s3 {
+            Some(s3) => format!("s3://{}/{}{name}", s3.bucket, self.prefix),
+            None => format!("{}{}", self.base, self.path(name)),
+        }
+    }
+
+    /// The path of a request for the object.
+    pub fn path(&self, name: &str) -> String {
+        match &self.s3 {
+            Some(s3) => format!("/{}/{}{name}", s3.bucket, self.prefix),
+            None => format!("/{}{name}", self.prefix),
+        }
+    }
+
+    /// The object's path in an object_store made by [`store`].
+    fn store_path(&self, name: &str) -> Path {
+        Path::from(format!("{}{name}", self.prefix))
+    }
+
+    /// A hermetic karu configuration for this target; `gap` sets `KARU_COALESCE_GAP`.
+    pub fn karu_config(&self, gap: Option<u64>) -> Config {
+        let mut config = Config::empty();
+        let mut set = |name: &str, value: &str| {
+            config.set(name, Some(value)).expect("a valid option");
+        };
+        if let Some(gap) = gap {
+            set("KARU_COALESCE_GAP", &gap.to_string());
+        }
+        if let Some(s3) = &self.s3 {
+            set("AWS_S3_ENDPOINT", &self.base);
+            set("AWS_VIRTUAL_HOSTING", "NO");
+            set("AWS_REGION", REGION);
+            set("AWS_ACCESS_KEY_ID", &s3.key_id);
+            set("AWS_SECRET_ACCESS_KEY", &s3.secret);
+        }
+        config
     }
 }
 
@@ -243,13 +283,7 @@ pub fn run(reader: Reader, w: &Workload, target: &Target, budget: Duration) -> M
 }
 
 fn karu(w: &Workload, target: &Target, gap: Option<u64>) -> usize {
-    let mut config = Config::empty();
-    if let Some(gap) = gap {
-        config
-            .set("KARU_COALESCE_GAP", Some(&gap.to_string()))
-            .expect("a valid gap");
-    }
-    let client = Client::new(&config).expect("a karu client");
+    let client = Client::new(&target.karu_config(gap)).expect("a karu client");
     let objects: Vec<Locator> = w
         .objects
         .iter()
@@ -303,7 +337,7 @@ fn karu(w: &Workload, target: &Target, gap: Option<u64>) -> usize {
 
 /// `Client::download` with its defaults (8 MiB chunks, 8 in flight).
 fn karu_download(w: &Workload, target: &Target, dest: &std::path::Path) -> usize {
-    let client = Client::new(&Config::empty()).expect("a karu client");
+    let client = Client::new(&target.karu_config(None)).expect("a karu client");
     let object = Locator::parse(&target.url(&w.objects[0].0)).expect("a locator");
     client
         .download(&object, dest, DownloadOptions::default())
@@ -311,33 +345,54 @@ fn karu_download(w: &Workload, target: &Target, dest: &std::path::Path) -> usize
     1
 }
 
-/// One `curl` stream into the file, as a user would fetch a whole object.
+/// One `curl` stream into the file, as a user would fetch a whole object (signed with curl's
+/// own SigV4 on S3).
 fn curl(w: &Workload, target: &Target, dest: &std::path::Path) -> usize {
-    let status = Command::new("curl")
-        .args(["-s", "--fail", "-o"])
-        .arg(dest)
-        .arg(target.url(&w.objects[0].0))
+    let mut cmd = Command::new("curl");
+    cmd.args(["-s", "--fail", "-o"]).arg(dest);
+    if let Some(s3) = &target.s3 {
+        cmd.arg("--aws-sigv4")
+            .arg(format!("aws:amz:{REGION}:s3"))
+            .arg("--user")
+            .arg(format!("{}:{}", s3.key_id, s3.secret));
+    }
+    let status = cmd
+        .arg(format!("{}{}", target.base, target.path(&w.objects[0].0)))
         .status()
         .expect("curl runs");
     assert!(status.success(), "curl failed: {status}");
     1
 }
 
-/// object_store's HTTP store on `target`. A generous timeout: one merged `get_ranges` request
+/// object_store's store for `target`: its HTTP store, or its S3 store on the same endpoint,
+/// bucket and keys as karu (path style). A generous timeout: one merged `get_ranges` request
 /// can carry a whole GiB at 1 Gbit/s, and a benchmark run must not be cut by the peer's default
 /// 30 s request timeout.
-fn store(target: &Target) -> Arc<dyn ObjectStore> {
-    Arc::new(
-        object_store::http::HttpBuilder::new()
-            .with_url(target.base.clone())
-            .with_client_options(
-                ClientOptions::new()
-                    .with_allow_http(true)
-                    .with_timeout(Duration::from_secs(600)),
-            )
-            .build()
-            .expect("an object_store HttpStore"),
-    )
+pub fn store(target: &Target) -> Arc<dyn ObjectStore> {
+    let options = ClientOptions::new()
+        .with_allow_http(true)
+        .with_timeout(Duration::from_secs(600));
+    match &target.s3 {
+        Some(s3) => Arc::new(
+            AmazonS3Builder::new()
+                .with_endpoint(&target.base)
+                .with_bucket_name(&s3.bucket)
+                .with_region(REGION)
+                .with_access_key_id(&s3.key_id)
+                .with_secret_access_key(&s3.secret)
+                .with_virtual_hosted_style_request(false)
+                .with_client_options(options)
+                .build()
+                .expect("an object_store AmazonS3"),
+        ),
+        None => Arc::new(
+            object_store::http::HttpBuilder::new()
+                .with_url(target.base.clone())
+                .with_client_options(options)
+                .build()
+                .expect("an object_store HttpStore"),
+        ),
+    }
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -357,7 +412,7 @@ fn object_store_download(
     dest: &std::path::Path,
 ) -> usize {
     let store = store(target);
-    let path = Path::from(format!("{}{}", target.prefix, w.objects[0].0));
+    let path = target.store_path(&w.objects[0].0);
     runtime().block_on(async {
         if reader == Reader::OsGet {
             let mut stream = store.get(&path).await.expect("get").into_stream();
@@ -412,7 +467,7 @@ fn object_store(w: &Workload, target: &Target, reader: Reader) -> usize {
     let paths: Vec<Path> = w
         .objects
         .iter()
-        .map(|(n, _)| Path::from(format!("{}{n}", target.prefix)))
+        .map(|(n, _)| target.store_path(n))
         .collect();
     runtime().block_on(async {
         if let Kind::Ends(head, tail) = w.kind {
@@ -483,12 +538,12 @@ fn object_store(w: &Workload, target: &Target, reader: Reader) -> usize {
 /// One connection, one GET per read, in order, until the reads or the budget run out.
 fn naive(w: &Workload, target: &Target, budget: Duration) -> usize {
     let t = Instant::now();
-    let mut conn = plain::Conn::open(plain::addr_of(&target.base));
+    let mut conn = plain::Conn::open(plain::addr_of(&target.base), target.s3.as_ref());
     let mut body = Vec::new();
     let mut done = 0;
     if let Kind::Ends(head, tail) = w.kind {
         for (name, size) in &w.objects {
-            let path = format!("/{}{name}", target.prefix);
+            let path = target.path(name);
             conn.get(&path, &format!("0-{}", head - 1), &mut body);
             check(name, 0, &body, head);
             conn.get(&path, &format!("-{tail}"), &mut body);
@@ -503,7 +558,7 @@ fn naive(w: &Workload, target: &Target, budget: Duration) -> usize {
     for &(o, off, len) in &w.reads {
         let name = &w.objects[o].0;
         conn.get(
-            &format!("/{}{name}", target.prefix),
+            &target.path(name),
             &format!("{off}-{}", off + len - 1),
             &mut body,
         );

@@ -6,6 +6,7 @@
 
 mod background;
 pub mod content;
+mod http_meter;
 pub mod proxy;
 pub mod server;
 
