@@ -248,9 +248,7 @@ fn main() {
             }
         }
     }
-    for s in servers {
-        s.stop();
-    }
+    drop(servers);
     let total = started.elapsed();
     let md = report::markdown(&report::Input {
         rows: &rows,

@@ -351,10 +351,12 @@ fn curl(w: &Workload, target: &Target, dest: &std::path::Path) -> usize {
     let mut cmd = Command::new("curl");
     cmd.args(["-s", "--fail", "-o"]).arg(dest);
     if let Some(s3) = &target.s3 {
+        // curl signs the x-amz- headers it is given, and this one it does not add itself.
         cmd.arg("--aws-sigv4")
             .arg(format!("aws:amz:{REGION}:s3"))
             .arg("--user")
-            .arg(format!("{}:{}", s3.key_id, s3.secret));
+            .arg(format!("{}:{}", s3.key_id, s3.secret))
+            .args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"]);
     }
     let status = cmd
         .arg(format!("{}{}", target.base, target.path(&w.objects[0].0)))

@@ -207,10 +207,8 @@ impl Server {
                 .collect(),
             env_file,
         };
-        if let Err(e) = server.upload() {
-            server.stop();
-            return Err(e);
-        }
+        // On an error, dropping the server stops what was started.
+        server.upload()?;
         Ok(server)
     }
 
@@ -239,24 +237,6 @@ impl Server {
             }
             Ok(())
         })
-    }
-
-    pub fn stop(self) {
-        let (script, env_file) = match self {
-            Server::Nginx {
-                env_file: Some(f), ..
-            } => ("scripts/nginx.sh", f),
-            Server::S3 {
-                env_file: Some(f), ..
-            } => ("scripts/s3.sh", f),
-            _ => return,
-        };
-        let _ = Command::new("bash")
-            .arg(crate::repo_root().join(script))
-            .arg("stop")
-            .arg(&env_file)
-            .status();
-        let _ = std::fs::remove_file(env_file);
     }
 
     /// Whether this server runs `w` under `profile`. The test kit server carries the full
@@ -421,6 +401,27 @@ impl Server {
             }
             _ => unreachable!("a mark from another server"),
         }
+    }
+}
+
+/// Stops the servers this program started, also when it panics.
+impl Drop for Server {
+    fn drop(&mut self) {
+        let (script, env_file) = match self {
+            Server::Nginx {
+                env_file: Some(f), ..
+            } => ("scripts/nginx.sh", f),
+            Server::S3 {
+                env_file: Some(f), ..
+            } => ("scripts/s3.sh", f),
+            _ => return,
+        };
+        let _ = Command::new("bash")
+            .arg(crate::repo_root().join(script))
+            .arg("stop")
+            .arg(&*env_file)
+            .status();
+        let _ = std::fs::remove_file(env_file);
     }
 }
 

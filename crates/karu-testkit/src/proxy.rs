@@ -230,6 +230,11 @@ async fn direction(
                 let msg = match rd.read_buf(&mut buf).await {
                     Ok(0) => Msg::Eof,
                     Ok(n) => {
+                        // Acknowledge at once: a peer that leaves Nagle's algorithm on (s3s-fs
+                        // does) would otherwise hold its last small segment until our delayed
+                        // ACK, 40 ms per response on loopback. Linux clears the mode as it
+                        // goes, so it is set again after every read.
+                        let _ = rd.as_ref().set_quickack(true);
                         match budget.acquire_many(n as u32).await {
                             Ok(p) => p.forget(),
                             Err(_) => return,
@@ -259,7 +264,11 @@ async fn direction(
             &shared.to_client
         };
         while let Some((due, msg)) = rx.recv().await {
-            tokio::time::sleep_until(due).await;
+            // Without a delay the proxy only counts: no timer, whose millisecond tick would
+            // add up to a millisecond per chunk.
+            if !delay.is_zero() {
+                tokio::time::sleep_until(due).await;
+            }
             match msg {
                 Msg::Data(data) => {
                     // Counted before it is written, so a client holding a response knows the
