@@ -191,6 +191,14 @@ fn fork() {
     run(&program, &[&base, copy.to_str().unwrap()], &[]);
 }
 
+#[test]
+fn credentials() {
+    let dir = scratch("credentials");
+    let (_server, base, copy) = server(&dir);
+    let program = compile("credentials", &dir);
+    run(&program, &[&base, copy.to_str().unwrap()], &[]);
+}
+
 /// The ten-line example of README.md, compiled as written, against the shared library.
 fn readme_example_source(dir: &Path) -> PathBuf {
     let readme = std::fs::read_to_string(crate_dir().join("README.md")).expect("README.md");

@@ -5,10 +5,12 @@
 #![allow(dead_code)] // TEMP: removed once every backend is built
 
 mod azure;
+mod endpoint;
 mod gcs;
 mod http;
 mod hugging_face;
 mod s3;
+mod sigv4;
 mod source;
 
 use std::time::SystemTime;

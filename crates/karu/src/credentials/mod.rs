@@ -10,7 +10,12 @@ mod azure;
 mod cache;
 mod gcs;
 pub(crate) mod http;
+mod process;
+mod profile;
 mod source;
+#[cfg(test)]
+mod test_support;
+mod timestamp;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -148,6 +153,7 @@ pub(crate) fn scope_options(kind: CredentialsKind) -> &'static [&'static str] {
             "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
             "AWS_EC2_METADATA_DISABLED",
             "AWS_METADATA_SERVICE_TIMEOUT",
+            "AWS_EC2_METADATA_SERVICE_ENDPOINT",
         ],
         CredentialsKind::Gcs => &[
             "GCS_ACCESS_TOKEN",

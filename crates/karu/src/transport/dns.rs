@@ -191,9 +191,27 @@ impl DnsCache {
     }
 }
 
-/// `getaddrinfo` for both families (the port is set later by the connector).
+/// `getaddrinfo` for both families (the port is set later by the connector). `localhost`
+/// and names under `.localhost` are loopback without asking anyone (RFC 6761, as curl
+/// does): glibc does not resolve `bucket.localhost`, which virtual-hosted requests to a
+/// local S3 emulator need.
 fn system_lookup(host: &str) -> io::Result<Vec<IpAddr>> {
+    if is_localhost(host) {
+        return Ok(vec![
+            IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+            IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        ]);
+    }
     Ok((host, 0u16).to_socket_addrs()?.map(|a| a.ip()).collect())
+}
+
+/// `localhost` or a name ending in `.localhost` (any case, a final dot allowed).
+fn is_localhost(host: &str) -> bool {
+    let host = host.strip_suffix('.').unwrap_or(host).as_bytes();
+    let tail = b"localhost";
+    host.len() >= tail.len()
+        && host[host.len() - tail.len()..].eq_ignore_ascii_case(tail)
+        && (host.len() == tail.len() || host[host.len() - tail.len() - 1] == b'.')
 }
 
 /// IPv6 first, each family in the resolver's order, without duplicates.
@@ -267,6 +285,45 @@ mod tests {
         a.sort();
         b.sort();
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn localhost_names_are_loopback_without_a_lookup() {
+        for host in [
+            "localhost",
+            "bucket.localhost",
+            "a.b.LOCALHOST",
+            "x.localhost.",
+        ] {
+            assert!(is_localhost(host), "{host}");
+            let addrs = system_lookup(host).unwrap();
+            assert!(
+                !addrs.is_empty() && addrs.iter().all(IpAddr::is_loopback),
+                "{host}"
+            );
+        }
+        for host in [
+            "notlocalhost",
+            "localhost.example",
+            "localhostx",
+            "xlocalhost.",
+        ] {
+            assert!(!is_localhost(host), "{host}");
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn virtual_host_names_under_localhost_resolve_through_the_cache() {
+        let cache = Arc::new(DnsCache::new());
+        let mut addrs = cache.resolve("Bucket.LocalHost").await.unwrap();
+        addrs.sort();
+        assert_eq!(
+            addrs,
+            [
+                IpAddr::V4(Ipv4Addr::LOCALHOST),
+                IpAddr::V6(Ipv6Addr::LOCALHOST)
+            ]
+        );
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -168,8 +168,7 @@ pub(crate) enum RedirectPolicy {
         /// Refuse cross-origin redirects.
         same_origin_only: bool,
     },
-    /// Return 3xx responses as they are (signed S3 requests, with the S3 backend).
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// Return 3xx responses as they are (signed S3 and Source requests).
     Never,
 }
 

@@ -1,0 +1,131 @@
+//! The native AWS credential chain (spec §5.9), first match wins: explicit keys, the
+//! profile (web identity, `credential_process` or static keys), container credentials, then
+//! IMDSv2. The profile's region rides along with whatever the chain finds after reading it.
+
+mod container;
+mod imds;
+mod web_identity;
+
+use url::Url;
+
+use super::profile::{self, ProfileOptions};
+use super::{LoadContext, Resolved};
+use crate::config::Credentials;
+use crate::error::{Error, Result, Status};
+
+/// AWS's profile options.
+const PROFILE: ProfileOptions = ProfileOptions {
+    label: "AWS",
+    profile: "AWS_PROFILE",
+    default_profile: "default",
+    config_file: "AWS_CONFIG_FILE",
+    credentials_file: "AWS_SHARED_CREDENTIALS_FILE",
+};
+
+/// Loads credentials for `ctx.path`; `Ok(None)` when no source has any.
+pub(super) fn load(ctx: &LoadContext) -> Result<Option<Resolved>> {
+    if let Some(keys) = option_keys(ctx, "AWS", OPTION_KEYS)? {
+        return Ok(Some(Resolved::new(keys)));
+    }
+
+    let found = profile::lookup(ctx, &PROFILE)?;
+    if found.explicit && found.profile.is_none() {
+        return Err(profile::not_found(ctx, "AWS", &found.name));
+    }
+    let profile = found.profile.unwrap_or_default();
+    let with_region = |credentials| Resolved {
+        credentials,
+        region: profile.region(),
+    };
+
+    let role = ctx.option("AWS_ROLE_ARN").or(profile.get("role_arn"));
+    let token_file = ctx
+        .option("AWS_WEB_IDENTITY_TOKEN_FILE")
+        .or(profile.get("web_identity_token_file"));
+    match (role, token_file) {
+        (Some(role), Some(token_file)) => {
+            let session = ctx
+                .option("AWS_ROLE_SESSION_NAME")
+                .or(profile.get("role_session_name"));
+            return web_identity::load(ctx, role, token_file, session)
+                .map(|c| Some(with_region(c)));
+        }
+        (Some(_), None) => {
+            return Err(Error::new(
+                Status::Credentials,
+                format!(
+                    "{}: AWS chained AssumeRole profiles require a custom credential provider; \
+                     credential_process and web identity profiles are supported natively",
+                    ctx.path
+                ),
+            ));
+        }
+        (None, _) => {}
+    }
+
+    if let Some(keys) = profile::credentials(ctx, "AWS", &profile)? {
+        return Ok(Some(with_region(keys)));
+    }
+    if let Some(keys) = container::load(ctx)? {
+        return Ok(Some(with_region(keys)));
+    }
+    Ok(imds::load(ctx)?.map(with_region))
+}
+
+/// Parses the URL of a credential endpoint named by option `name`: http or https with a
+/// host and without user information. Errors are `Config` and never quote the value.
+fn endpoint_url(ctx: &LoadContext, name: &str, value: &str) -> Result<Url> {
+    let bad = |why: &str| Error::new(Status::Config, format!("{}: {name} {why}", ctx.path));
+    let url = Url::parse(value).map_err(|_| bad("is not a valid URL"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(bad("must be an http or https URL with a host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad("must not contain user information"));
+    }
+    Ok(url)
+}
+
+/// The `Expiration` of a credential answer, when present and in the future.
+fn future_expiry(text: Option<&str>) -> Option<std::time::SystemTime> {
+    text.and_then(super::timestamp::parse)
+        .filter(|t| *t > std::time::SystemTime::now())
+}
+
+/// The option names of one namespace's key id, secret and session token.
+pub(super) type KeyOptions = [&'static str; 3];
+
+/// AWS's explicit key options.
+const OPTION_KEYS: KeyOptions = [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+];
+
+/// Static keys from options (key id, secret, optional token): `None` when neither half of
+/// the pair is set, an error naming `label` when only one is.
+pub(super) fn option_keys(
+    ctx: &LoadContext,
+    label: &str,
+    [id, secret, token]: KeyOptions,
+) -> Result<Option<Credentials>> {
+    match (ctx.option(id), ctx.option(secret)) {
+        (None, None) => Ok(None),
+        (Some(id), Some(secret)) => Ok(Some(Credentials {
+            access_key_id: id.to_owned(),
+            secret_access_key: secret.to_owned(),
+            session_token: ctx.option(token).unwrap_or_default().to_owned(),
+            ..Credentials::default()
+        })),
+        _ => Err(Error::new(
+            Status::Credentials,
+            format!(
+                "{}: {label} access key and secret must be set together",
+                ctx.path
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;
