@@ -232,8 +232,9 @@ async fn direction(
                     Ok(n) => {
                         // Acknowledge at once: a peer that leaves Nagle's algorithm on (s3s-fs
                         // does) would otherwise hold its last small segment until our delayed
-                        // ACK, 40 ms per response on loopback. Linux clears the mode as it
-                        // goes, so it is set again after every read.
+                        // ACK, 40 ms per response on loopback. Linux leaves the mode as it
+                        // goes (a write puts the socket back to delaying), so it is set again
+                        // after every read and every write.
                         let _ = rd.as_ref().set_quickack(true);
                         match budget.acquire_many(n as u32).await {
                             Ok(p) => p.forget(),
@@ -299,6 +300,7 @@ async fn direction(
                             abort.notify_one();
                             return;
                         }
+                        let _ = wr.as_ref().set_quickack(true);
                         counter.fetch_add(part.len() as u64, Ordering::SeqCst);
                     }
                     budget.add_permits(data.len());
