@@ -209,7 +209,7 @@ fn main() {
         for &profile in &profiles {
             let mine: Vec<&Workload> = workloads
                 .iter()
-                .filter(|w| server.runs(w, profile))
+                .filter(|w| server.runs(w, profile, opts.quick))
                 .collect();
             if mine.is_empty() {
                 continue;
