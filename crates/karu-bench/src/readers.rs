@@ -101,6 +101,7 @@ impl Reader {
         }
     }
 
+    /// Whether this is one of object_store's readers (the peers of the CPU target).
     pub fn is_object_store(self) -> bool {
         matches!(
             self,

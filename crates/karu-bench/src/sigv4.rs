@@ -27,6 +27,7 @@ impl S3Access {
         "KARU_BENCH_S3_SECRET_ACCESS_KEY",
     ];
 
+    /// The variables to set on a child, with their values.
     pub fn env(&self) -> [(&'static str, &str); 3] {
         [
             (Self::ENV[0], &self.bucket),
@@ -35,6 +36,7 @@ impl S3Access {
         ]
     }
 
+    /// The access a child was handed, if any (none: an HTTP server).
     pub fn from_env() -> Option<S3Access> {
         let get = |k: &str| std::env::var(k).ok();
         Some(S3Access {
