@@ -30,66 +30,20 @@
 # range -> 200; ETag is "<mtime hex>-<size hex>".
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-LAST="$ROOT/target/karu-nginx.env"
-
-log() { echo "nginx.sh: $*" >&2; }
-
-freeport() {
-    if command -v python3 >/dev/null 2>&1; then
-        python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-    else
-        local p
-        for _ in $(seq 1 100); do
-            p=$(shuf -i 20000-60000 -n 1)
-            if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
-        done
-        return 1
-    fi
-}
-
-# Returns 0 as soon as the server answers anything; bounded to ~10 s.
-waitfor() {
-    for _ in $(seq 1 100); do
-        curl -s -o /dev/null "$1" && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
-install_missing() {
-    local pkgs=()
-    command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || pkgs+=(nginx)
-    command -v curl >/dev/null 2>&1 || pkgs+=(curl)
-    if [ ${#pkgs[@]} -gt 0 ]; then
-        log "installing ${pkgs[*]} from Debian"
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq >&2
-        apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >&2
-    fi
-}
+NAME=nginx
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
 start() {
     local out=${1:-}
-    install_missing
+    install_commands nginx curl
     local nginx_bin
     nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
-    local W
-    W=$(mktemp -d "${TMPDIR:-/tmp}/karu-nginx.XXXXXX")
-    mkdir -p "$W/www"
+    begin_start
     local files=${KARU_NGINX_FILES:-"empty.bin:0 one.bin:1 small.bin:1000 medium.bin:1048583 large.bin:16777219 dir/nested.bin:4096"}
-    log "generating files in $W/www"
-    (cd "$ROOT" && cargo build -q -p karu-testkit --bin karu-testkit-gen)
-    local gen
-    gen="${CARGO_TARGET_DIR:-$ROOT/target}/debug/karu-testkit-gen"
-    local spec name size
-    for spec in $files probe.bin:1000; do
-        name=${spec%:*}
-        size=${spec##*:}
-        mkdir -p "$(dirname "$W/www/$name")"
-        "$gen" "$name" "$size" "$W/www/$name"
-    done
+    # shellcheck disable=SC2086 # one word per file
+    generate "$W/www" $files probe.bin:1000
 
     local P1 P2 P3
     P1=$(freeport)
@@ -121,75 +75,22 @@ EOF
     "$nginx_bin" -t -q -e stderr -p "$W" -c "$W/nginx.conf"
     "$nginx_bin" -e stderr -p "$W" -c "$W/nginx.conf" </dev/null >>"$W/error.log" 2>&1 &
     local pid=$!
-    if ! waitfor "http://127.0.0.1:$P1/probe.bin"; then
-        log "nginx did not answer; error log:"
-        cat "$W/error.log" >&2
-        kill "$pid" 2>/dev/null || true
-        exit 1
-    fi
-
+    STARTED+=("$pid")
+    waitfor "http://127.0.0.1:$P1/probe.bin" || fail "nginx did not answer" "$W/error.log"
     # Self-check: a ranged read returns the file's bytes with the right Content-Range.
-    local probe
-    probe=$(curl -s -D "$W/probe.head" -r 10-19 "http://127.0.0.1:$P1/probe.bin" | od -An -tx1 | tr -d ' \n')
-    local expect
-    expect=$(dd if="$W/www/probe.bin" bs=1 skip=10 count=10 2>/dev/null | od -An -tx1 | tr -d ' \n')
-    if [ "$probe" != "$expect" ] || ! grep -qi '^content-range: bytes 10-19/1000' "$W/probe.head"; then
-        log "self-check failed: got $probe, expected $expect"
-        cat "$W/probe.head" >&2
-        kill "$pid" 2>/dev/null || true
-        exit 1
-    fi
+    check_range "http://127.0.0.1:$P1/probe.bin" "$W/www/probe.bin" || fail "self-check failed"
+    end_start
 
-    local env
-    env=$(cat <<EOF
+    write_env "$out" "nginx $pid on http://127.0.0.1:$P1" <<EOF
 export KARU_TEST_NGINX_URL=http://127.0.0.1:$P1
 export KARU_TEST_NGINX_SINGLE_RANGE_URL=http://127.0.0.1:$P2
 export KARU_TEST_NGINX_NO_RANGE_URL=http://127.0.0.1:$P3
 export KARU_TEST_NGINX_DIR=$W
 export KARU_TEST_NGINX_PID=$pid
 EOF
-)
-    mkdir -p "$(dirname "$LAST")"
-    echo "$env" > "$LAST"
-    if [ -n "$out" ]; then
-        echo "$env" > "$out"
-        log "nginx $pid on http://127.0.0.1:$P1 (endpoints in $out)"
-    else
-        echo "$env"
-        log "nginx $pid on http://127.0.0.1:$P1"
-    fi
 }
 
-stop() {
-    local file=${1:-$LAST}
-    if [ ! -f "$file" ]; then
-        log "nothing to stop ($file not found)"
-        return 0
-    fi
-    local pid dir
-    pid=$(sed -n 's/^export KARU_TEST_NGINX_PID=//p' "$file")
-    dir=$(sed -n 's/^export KARU_TEST_NGINX_DIR=//p' "$file")
-    # Only the nginx master recorded at start, and only while its pid file still names it.
-    if [ -n "$pid" ] && [ -f "$dir/nginx.pid" ] && [ "$(cat "$dir/nginx.pid")" = "$pid" ]; then
-        kill "$pid" 2>/dev/null || true
-        for _ in $(seq 1 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        log "stopped nginx $pid"
-    fi
-    case "$dir" in
-        "${TMPDIR:-/tmp}"/karu-nginx.*) rm -rf "$dir" ;;
-    esac
-    if [ -f "$LAST" ] && grep -qx "export KARU_TEST_NGINX_PID=$pid" "$LAST"; then
-        rm -f "$LAST"
-    fi
-    return 0
-}
+# Only the nginx master recorded at start, and only while it still is one.
+stop() { stop_recorded "${1:-}" KARU_TEST_NGINX_PID KARU_TEST_NGINX_DIR nginx; }
 
-case "${1:-start}" in
-    start) shift || true; start "${1:-}" ;;
-    stop) shift; stop "${1:-}" ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' ;;
-    *) start "$1" ;;
-esac
+dispatch "$@"

@@ -39,9 +39,10 @@
 #     URLs use 127.0.0.1; for virtual hosting use http://localhost:PORT as the endpoint.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-LAST="$ROOT/target/karu-s3.env"
-CACHE=${KARU_TEST_CACHE:-$HOME/.cache/karu-test}
+NAME=s3
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+
 MOTO_VERSION=5.2.5
 VENV="$CACHE/moto-$MOTO_VERSION-venv"
 S3S_VERSION=0.14.1
@@ -51,45 +52,10 @@ DOTTED=karu.dotted.bucket
 # key:size; %20 stands for a space (kept out of the shell's word splitting).
 OBJECTS="small.bin:1000 medium.bin:1048583 dir/nested.bin:4096 odd/a%20b+c.bin:3001"
 
-log() { echo "s3.sh: $*" >&2; }
-
-freeport() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# Returns 0 as soon as the server answers anything; bounded to ~20 s.
-waitfor() {
-    for _ in $(seq 1 200); do
-        curl -s -o /dev/null "$1" && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
 install_missing() {
-    local pkgs=()
-    command -v curl >/dev/null 2>&1 || pkgs+=(curl)
-    command -v python3 >/dev/null 2>&1 || pkgs+=(python3)
-    # Debian splits ensurepip (which venv needs) into python3-venv.
-    if ! [ -x "$VENV/bin/moto_server" ] && ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
-        pkgs+=(python3-venv)
-    fi
-    if [ ${#pkgs[@]} -gt 0 ]; then
-        log "installing ${pkgs[*]} from Debian"
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq >&2
-        apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >&2
-    fi
-    if ! [ -x "$VENV/bin/moto_server" ]; then
-        log "installing moto $MOTO_VERSION into $VENV"
-        rm -rf "$VENV"
-        if ! python3 -m venv "$VENV" >&2; then
-            log "python3 -m venv failed (is python3-venv installed?)"
-            return 1
-        fi
-        "$VENV/bin/pip" install -q --disable-pip-version-check \
-            "moto[s3]==$MOTO_VERSION" boto3 flask flask-cors >&2
-    fi
+    install_commands curl python3
+    venv_install "$VENV" "moto, boto3, flask_cors" \
+        "moto[s3]==$MOTO_VERSION" boto3 flask flask-cors
     if ! [ -x "$S3S_ROOT/bin/s3s-fs" ]; then
         log "building s3s-fs $S3S_VERSION into $S3S_ROOT (takes 3 to 5 minutes)"
         cargo install -q s3s-fs --version "$S3S_VERSION" --features binary --locked \
@@ -161,34 +127,20 @@ start() {
     local out=${1:-}
     install_missing
 
-    local W
-    W=$(mktemp -d "${TMPDIR:-/tmp}/karu-s3.XXXXXX")
-    local pids=()
-    # On any failure from here on, stop what was started.
-    trap 'log "start failed; logs in $W"; for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' ERR
-
-    log "generating objects in $W/objects"
-    (cd "$ROOT" && cargo build -q -p karu-testkit --bin karu-testkit-gen)
-    local gen="${CARGO_TARGET_DIR:-$ROOT/target}/debug/karu-testkit-gen"
-    local spec key size
-    for spec in $OBJECTS; do
-        key=${spec%:*}
-        key=${key//%20/ }
-        size=${spec##*:}
-        mkdir -p "$(dirname "$W/objects/$key")"
-        "$gen" "$key" "$size" "$W/objects/$key"
-    done
+    begin_start
+    # shellcheck disable=SC2086 # one word per object
+    generate "$W/objects" $OBJECTS
 
     # moto with signature checks.
     local P_MOTO P_OPEN P_S3S
     P_MOTO=$(freeport)
     INITIAL_NO_AUTH_ACTION_COUNT=3 "$VENV/bin/moto_server" -H 127.0.0.1 -p "$P_MOTO" \
         </dev/null >"$W/moto.log" 2>&1 &
-    pids+=($!)
+    STARTED+=($!)
     # moto without checks, for anonymous reads.
     P_OPEN=$(freeport)
     "$VENV/bin/moto_server" -H 127.0.0.1 -p "$P_OPEN" </dev/null >"$W/moto-open.log" 2>&1 &
-    pids+=($!)
+    STARTED+=($!)
     # s3s-fs: buckets are directories of the data dir.
     local S3S_AK=KARUS3SACCESSKEY S3S_SK=karu-s3s-secret-key-0123456789
     local b
@@ -200,27 +152,26 @@ start() {
     "$S3S_ROOT/bin/s3s-fs" --host 127.0.0.1 --port "$P_S3S" --access-key "$S3S_AK" \
         --secret-key "$S3S_SK" --domain "localhost:$P_S3S" "$W/s3s" \
         </dev/null >"$W/s3s.log" 2>&1 &
-    pids+=($!)
+    STARTED+=($!)
 
-    waitfor "http://127.0.0.1:$P_MOTO/moto-api/" || { log "moto did not answer"; false; }
-    waitfor "http://127.0.0.1:$P_OPEN/moto-api/" || { log "open moto did not answer"; false; }
-    waitfor "http://127.0.0.1:$P_S3S/" || { log "s3s-fs did not answer"; false; }
+    waitfor "http://127.0.0.1:$P_MOTO/moto-api/" || fail "moto did not answer" "$W/moto.log"
+    waitfor "http://127.0.0.1:$P_OPEN/moto-api/" || fail "open moto did not answer" "$W/moto-open.log"
+    waitfor "http://127.0.0.1:$P_S3S/" || fail "s3s-fs did not answer" "$W/s3s.log"
 
     log "seeding moto"
     local MOTO_AK MOTO_SK
     read -r MOTO_AK MOTO_SK < <(seed_moto "http://127.0.0.1:$P_MOTO" "$W/objects" \
         "$BUCKET $DOTTED" "$OBJECTS" --bootstrap)
-    [ -n "$MOTO_SK" ] || { log "moto bootstrap failed"; false; }
+    [ -n "$MOTO_SK" ] || fail "moto bootstrap failed" "$W/moto.log"
     seed_moto "http://127.0.0.1:$P_OPEN" "$W/objects" "$BUCKET $DOTTED" "$OBJECTS" - >/dev/null
 
     # Self-check: a signed ranged read returns the file's bytes on each server.
     check_read "http://127.0.0.1:$P_MOTO" "$MOTO_AK" "$MOTO_SK" "$BUCKET" "$W/objects/small.bin"
     check_read "http://127.0.0.1:$P_OPEN" open open "$DOTTED" "$W/objects/small.bin"
     check_read "http://127.0.0.1:$P_S3S" "$S3S_AK" "$S3S_SK" "$DOTTED" "$W/objects/small.bin"
-    trap - ERR
+    end_start
 
-    local env
-    env=$(cat <<EOF
+    write_env "$out" "moto on :$P_MOTO, open moto on :$P_OPEN, s3s-fs on :$P_S3S" <<EOF
 export KARU_TEST_MOTO_URL=http://127.0.0.1:$P_MOTO
 export KARU_TEST_MOTO_ACCESS_KEY_ID=$MOTO_AK
 export KARU_TEST_MOTO_SECRET_ACCESS_KEY=$MOTO_SK
@@ -232,52 +183,11 @@ export KARU_TEST_S3_BUCKET=$BUCKET
 export KARU_TEST_S3_DOTTED_BUCKET=$DOTTED
 export KARU_TEST_S3_OBJECTS="$OBJECTS"
 export KARU_TEST_S3_DIR=$W
-export KARU_TEST_S3_PIDS="${pids[*]}"
+export KARU_TEST_S3_PIDS="${STARTED[*]}"
 EOF
-)
-    mkdir -p "$(dirname "$LAST")"
-    echo "$env" > "$LAST"
-    if [ -n "$out" ]; then
-        echo "$env" > "$out"
-        log "moto on :$P_MOTO, open moto on :$P_OPEN, s3s-fs on :$P_S3S (endpoints in $out)"
-    else
-        echo "$env"
-        log "moto on :$P_MOTO, open moto on :$P_OPEN, s3s-fs on :$P_S3S"
-    fi
 }
 
-stop() {
-    local file=${1:-$LAST}
-    if [ ! -f "$file" ]; then
-        log "nothing to stop ($file not found)"
-        return 0
-    fi
-    local pids dir pid
-    pids=$(sed -n 's/^export KARU_TEST_S3_PIDS="\(.*\)"$/\1/p' "$file")
-    dir=$(sed -n 's/^export KARU_TEST_S3_DIR=//p' "$file")
-    for pid in $pids; do
-        # Only a process this script started: its command line names the server.
-        if tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qE 'moto_server|s3s-fs'; then
-            kill "$pid" 2>/dev/null || true
-            for _ in $(seq 1 50); do
-                kill -0 "$pid" 2>/dev/null || break
-                sleep 0.1
-            done
-            log "stopped $pid"
-        fi
-    done
-    case "$dir" in
-        "${TMPDIR:-/tmp}"/karu-s3.*) rm -rf "$dir" ;;
-    esac
-    if [ -f "$LAST" ] && grep -qxF "export KARU_TEST_S3_PIDS=\"$pids\"" "$LAST"; then
-        rm -f "$LAST"
-    fi
-    return 0
-}
+# Only processes this script started: their command lines name the servers.
+stop() { stop_recorded "${1:-}" KARU_TEST_S3_PIDS KARU_TEST_S3_DIR 'moto_server|s3s-fs'; }
 
-case "${1:-start}" in
-    start) shift || true; start "${1:-}" ;;
-    stop) shift; stop "${1:-}" ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' ;;
-    *) start "$1" ;;
-esac
+dispatch "$@"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs karu's whole test suite: starts the real servers the tests need, then cargo test.
-# Servers already described by their variables (KARU_TEST_NGINX_URL, KARU_TEST_MOTO_URL) are
-# used as they are. If a server cannot start, the run fails under CI; elsewhere its tests
-# print a skip line.
+# A server already described by its variable (KARU_TEST_NGINX_URL, KARU_TEST_MOTO_URL,
+# KARU_TEST_AZURITE_URL, KARU_TEST_GCS_URL) is used as is. If a server cannot start, the run
+# fails under CI; elsewhere its tests print a skip line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,23 +14,28 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# start_server NAME SCRIPT: runs `SCRIPT start ENV_FILE` and sources ENV_FILE.
+# start_server NAME VAR: unless VAR is set, starts scripts/NAME.sh, sources the endpoints it
+# writes, and stops it on exit.
 start_server() {
-    local name=$1 script=$2 env_file
+    local name=$1 var=$2
+    [ -n "${!var:-}" ] && return 0
+    local env_file
     env_file=$(mktemp "${TMPDIR:-/tmp}/karu-test-$name.XXXXXX")
-    stops+=("bash $script stop '$env_file'; rm -f '$env_file'")
-    if bash "$script" start "$env_file"; then
+    stops+=("bash scripts/$name.sh stop '$env_file'; rm -f '$env_file'")
+    if bash "scripts/$name.sh" start "$env_file"; then
         # shellcheck disable=SC1090
         source "$env_file"
     elif [ -n "${CI:-}" ]; then
         echo "test.sh: $name did not start (CI is set, so this fails the run)" >&2
         exit 1
     else
-        echo "test.sh: WARNING: $name did not start; the $name tests will be skipped" >&2
+        echo "test.sh: WARNING: $name did not start; its tests will be skipped" >&2
     fi
 }
 
-[ -n "${KARU_TEST_NGINX_URL:-}" ] || start_server nginx scripts/nginx.sh
-[ -n "${KARU_TEST_MOTO_URL:-}" ] || start_server s3 scripts/s3.sh
+start_server nginx KARU_TEST_NGINX_URL
+start_server s3 KARU_TEST_MOTO_URL
+start_server azure KARU_TEST_AZURITE_URL
+start_server gcs KARU_TEST_GCS_URL
 
 cargo test --workspace "$@"

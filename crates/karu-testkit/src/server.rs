@@ -626,7 +626,8 @@ fn resolve(spec: Spec, total: u64) -> Option<(u64, u64)> {
     }
 }
 
-fn percent_decode(s: &str) -> String {
+/// Percent-decodes a URL path; invalid escapes stay as written.
+pub(crate) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

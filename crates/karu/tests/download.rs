@@ -3,26 +3,17 @@
 //! empty objects, windows, local files, resume across calls and throttling. Every byte of
 //! every published file is checked against the deterministic content.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use karu::{Client, Config, DownloadOptions, DownloadResult, Locator, OnChange, Status};
+use common::{client, object};
+use karu::{Client, DownloadOptions, DownloadResult, Locator, OnChange, Status};
 use karu_testkit::content;
 use karu_testkit::server::{RangeServer, etag, versioned_name};
 
 const CHUNK: u64 = 64 << 10;
-
-fn client(options: &[(&str, &str)]) -> Client {
-    let mut config = Config::empty();
-    for (name, value) in options {
-        config.set(name, Some(value)).unwrap();
-    }
-    Client::new(&config).unwrap()
-}
-
-fn object(server: &RangeServer, path: &str) -> Locator {
-    Locator::parse(&server.url(path)).unwrap()
-}
 
 fn options<'a>(chunk_size: u64, parallelism: u64) -> DownloadOptions<'a> {
     DownloadOptions {
@@ -548,16 +539,11 @@ fn download_async_runs_on_any_executor() {
 /// nginx (started by `scripts/nginx.sh`): `large.bin` in 1 MiB chunks, pinned to nginx's ETag.
 #[test]
 fn downloads_from_nginx() {
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let Some(url) = var("KARU_TEST_NGINX_URL") else {
-        if var("CI").is_some() {
-            panic!("KARU_TEST_NGINX_URL is not set but CI is: the nginx tests must run in CI");
-        }
-        eprintln!("skipped: KARU_TEST_NGINX_URL is not set (run `bash scripts/test.sh`)");
+    let Some(nginx) = common::started("KARU_TEST_NGINX_URL", "nginx") else {
         return;
     };
-    let (name, size) = ("large.bin", 16_777_219);
-    let l = Locator::parse(&format!("{}/{name}", url.trim_end_matches('/'))).unwrap();
+    let (name, size) = common::LARGE;
+    let l = Locator::parse(&format!("{}/{name}", nginx.url)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let dest = dest_in(&dir);
     let result = client(&[])

@@ -2,37 +2,22 @@
 //! spec names, the right `got`, and never a wrong byte; retried faults succeed with exact
 //! counters; request plans are asserted from the server's log.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{client, collect, object, read_all};
 use karu::plan::{self, Policy};
-use karu::{Batch, BatchStats, Client, Completion, Config, Locator, Read, Status};
+use karu::{BatchStats, Client, Completion, Locator, Read, Status};
 use karu_testkit::content;
 use karu_testkit::server::{RangeServer, etag};
-
-fn client(options: &[(&str, &str)]) -> Client {
-    let mut config = Config::empty();
-    for (name, value) in options {
-        config.set(name, Some(value)).unwrap();
-    }
-    Client::new(&config).unwrap()
-}
-
-fn object(server: &RangeServer, path: &str) -> Locator {
-    Locator::parse(&server.url(path)).unwrap()
-}
 
 /// Reads one range and returns its completion and the batch counters.
 fn read_one(c: &Client, l: &Locator, offset: u64, length: u64) -> (Completion, BatchStats) {
     let batch = c.submit(vec![Read::new(l, offset, length)]).unwrap();
     let done = batch.next().unwrap();
     (done, batch.stats())
-}
-
-fn collect(batch: &Batch) -> Vec<Completion> {
-    let mut all: Vec<Completion> = batch.collect();
-    all.sort_by_key(|d| d.tag);
-    all
 }
 
 #[test]
@@ -50,18 +35,7 @@ fn random_reads_plan_into_the_logged_requests_and_every_byte_is_right() {
             ((rng >> 16) % (size - 10_000), 1 + (rng >> 40) % 8192)
         })
         .collect();
-    let reads = spans
-        .iter()
-        .enumerate()
-        .map(|(i, &(o, n))| Read::new(&l, o, n).tag(i as u64))
-        .collect();
-    let batch = c.submit(reads).unwrap();
-    for d in collect(&batch) {
-        let (o, n) = spans[d.tag as usize];
-        assert!(d.result.is_ok(), "{:?}", d.result);
-        assert_eq!(d.got, n);
-        content::check("random", o, d.bytes()).unwrap();
-    }
+    let stats = read_all(&c, &l, "random", &spans);
     // The server saw exactly the planned transfers, no more.
     let requests: Vec<plan::Request> = spans
         .iter()
@@ -86,7 +60,6 @@ fn random_reads_plan_into_the_logged_requests_and_every_byte_is_right() {
     expected.sort();
     logged.sort();
     assert_eq!(logged, expected);
-    let stats = batch.stats();
     assert_eq!(stats.transfers, planned.transfers.len() as u64);
     assert_eq!(stats.transfers_finished, stats.transfers);
     assert_eq!(stats.received_bytes, planned.fetched_bytes());

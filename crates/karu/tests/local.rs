@@ -1,12 +1,15 @@
 //! Local reads through the whole path: locator, planner, batch, file workers. Every byte is
 //! checked against the deterministic content.
 
+mod common;
+
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use common::{client, read_all};
 use karu::plan::Overrides;
-use karu::{Client, Config, Locator, Next, Read, Status};
+use karu::{Client, Locator, Next, Read, Status};
 use karu_testkit::content;
 
 const NAME: &str = "local-object";
@@ -31,49 +34,28 @@ fn fixture() -> Fixture {
     }
 }
 
-fn client() -> Client {
-    Client::new(&Config::empty()).unwrap()
-}
-
 #[test]
 fn random_reads_return_exact_bytes() {
     let f = fixture();
-    let c = client();
+    let c = client(&[]);
     let mut rng = 0x1234_5678u64;
-    let mut reads = Vec::new();
-    let mut expect = Vec::new();
-    for tag in 0..2000u64 {
+    let mut spans = Vec::new();
+    for _ in 0..2000 {
         rng = rng
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         let offset = (rng >> 20) % (SIZE - 70_000);
         let length = 1 + (rng >> 8) % 65_536;
-        reads.push(Read::new(&f.object, offset, length).tag(tag));
-        expect.push((offset, length));
+        spans.push((offset, length));
     }
-    let batch = c.submit(reads).unwrap();
-    let mut seen = HashSet::new();
-    for done in &batch {
-        let (offset, length) = expect[done.tag as usize];
-        assert!(done.result.is_ok(), "{:?}", done.result);
-        assert_eq!(done.got, length);
-        content::check(NAME, offset, done.bytes()).unwrap();
-        assert!(seen.insert(done.tag));
-    }
-    assert_eq!(seen.len(), 2000);
-    let stats = batch.stats();
-    assert_eq!(stats.transfers, stats.transfers_finished);
+    let stats = read_all(&c, &f.object, NAME, &spans);
     assert!(stats.transfers <= 2000);
-    assert_eq!(
-        stats.requested_bytes,
-        expect.iter().map(|(_, l)| l).sum::<u64>()
-    );
 }
 
 #[test]
 fn overlapping_and_duplicate_reads_merge_and_each_gets_its_bytes() {
     let f = fixture();
-    let c = client();
+    let c = client(&[]);
     let spans = [(100, 50), (120, 50), (120, 50), (170, 30), (5000, 10)];
     let reads = spans
         .iter()
@@ -95,7 +77,7 @@ fn overlapping_and_duplicate_reads_merge_and_each_gets_its_bytes() {
 #[test]
 fn read_past_end_of_file_gives_range_with_valid_prefix() {
     let f = fixture();
-    let c = client();
+    let c = client(&[]);
     let batch = c
         .submit(vec![
             Read::new(&f.object, SIZE - 100, 300).tag(1),
@@ -125,7 +107,7 @@ fn read_past_end_of_file_gives_range_with_valid_prefix() {
 #[test]
 fn merged_transfer_ending_early_fails_only_the_parts_past_the_end() {
     let f = fixture();
-    let c = client();
+    let c = client(&[]);
     // Touching reads merge into one transfer that runs past the end of the file.
     let batch = c
         .submit(vec![
@@ -154,7 +136,7 @@ fn merged_transfer_ending_early_fails_only_the_parts_past_the_end() {
 #[test]
 fn windows_translate_offsets_and_are_never_escaped() {
     let f = fixture();
-    let c = client();
+    let c = client(&[]);
     let p = f.path.to_str().unwrap();
     let sub = Locator::parse(&format!("/vsisubfile/1000_5000,{p}")).unwrap();
     let frag = Locator::parse(&format!("{p}#bytes=2000-2999")).unwrap();
@@ -180,12 +162,12 @@ fn windows_translate_offsets_and_are_never_escaped() {
 #[test]
 fn every_bad_read_gets_its_own_error_and_the_rest_complete() {
     let f = fixture();
-    let c = client();
+    let c = client(&[]);
     let p = f.path.to_str().unwrap();
     let window = Locator::parse(&format!("{p}#bytes=0-99")).unwrap();
     let offset_window = Locator::parse(&format!("/vsisubfile/100,{p}")).unwrap();
     let missing = Locator::parse("/nonexistent/karu/file.bin").unwrap();
-    let http = Locator::parse("gs://bucket/key").unwrap();
+    let unsigned = Locator::parse("gs://bucket/key").unwrap();
     let reads = vec![
         Read::new(&f.object, 0, 0).tag(0),                         // empty
         Read::new(&f.object, 0, u64::MAX).tag(1),                  // unbounded
@@ -195,7 +177,7 @@ fn every_bad_read_gets_its_own_error_and_the_rest_complete() {
         Read::new(&f.object, 0, 10).if_match("\"a\r\nb\"").tag(5), // CR/LF in ETag
         Read::new(&f.object, 0, 10).if_match("\"abc\"").tag(6),    // ETag on a local file
         Read::new(&missing, 0, 10).tag(7),                         // OS error
-        Read::new(&http, 0, 10).tag(8),                            // backend not built
+        Read::new(&unsigned, 0, 10).tag(8),                        // no credentials
         Read::new(&f.object, 12345, 678).tag(9),                   // fine
         Read::new(&f.object, 0, 10).if_match("\"a\0b\"").tag(10),  // NUL in ETag
     ];
@@ -221,7 +203,7 @@ fn every_bad_read_gets_its_own_error_and_the_rest_complete() {
             "ETag preconditions are not available for local files",
         ),
         (7, Status::Io, "No such file or directory"),
-        (8, Status::Unsupported, "gcs"),
+        (8, Status::Credentials, "no GCS credentials"),
         (9, Status::Ok, ""),
         (10, Status::Invalid, "ETag"),
     ];
@@ -236,7 +218,7 @@ fn every_bad_read_gets_its_own_error_and_the_rest_complete() {
 #[test]
 fn bad_overrides_fail_the_submit() {
     let f = fixture();
-    let c = client();
+    let c = client(&[]);
     let bad = Overrides {
         limit: Some(0),
         ..Overrides::default()
@@ -251,7 +233,7 @@ fn bad_overrides_fail_the_submit() {
 #[test]
 fn several_threads_drain_one_batch_each_completion_once_and_all_see_the_end() {
     let f = fixture();
-    let c = client();
+    let c = client(&[]);
     let reads = (0..20_000u64)
         .map(|i| Read::new(&f.object, (i * 4099) % (SIZE - 64), 64).tag(i))
         .collect();
@@ -290,7 +272,7 @@ fn several_threads_drain_one_batch_each_completion_once_and_all_see_the_end() {
 #[test]
 fn owned_buffers_come_back_and_fetch_into_fills_borrowed_ones() {
     let f = fixture();
-    let c = client();
+    let c = client(&[]);
     let buf = Vec::with_capacity(4096);
     let ptr = buf.as_ptr();
     let batch = c
@@ -315,7 +297,7 @@ fn owned_buffers_come_back_and_fetch_into_fills_borrowed_ones() {
 #[test]
 fn fetch_returns_buffers_in_order_or_the_first_failure() {
     let f = fixture();
-    let c = client();
+    let c = client(&[]);
     let bufs = c
         .fetch(vec![
             Read::new(&f.object, 9, 99),
@@ -336,7 +318,7 @@ fn fetch_returns_buffers_in_order_or_the_first_failure() {
 #[test]
 fn dropping_a_batch_mid_flight_returns_promptly() {
     let f = fixture();
-    let c = client();
+    let c = client(&[]);
     let reads: Vec<_> = (0..200_000u64)
         .map(|i| Read::new(&f.object, (i * 7919) % (SIZE - 4096), 4096).tag(i))
         .collect();
@@ -353,7 +335,7 @@ fn dropping_a_batch_mid_flight_returns_promptly() {
 #[test]
 fn read_ends_of_a_local_file_and_window() {
     let f = fixture();
-    let c = client();
+    let c = client(&[]);
     let ends = c.read_ends(&f.object, 1000, 500).unwrap();
     assert_eq!(ends.info.size, SIZE);
     content::check(NAME, 0, &ends.head).unwrap();
@@ -373,7 +355,7 @@ fn read_ends_of_a_local_file_and_window() {
 #[test]
 fn async_twins_complete_without_blocking_a_thread() {
     let f = fixture();
-    let c = client();
+    let c = client(&[]);
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -397,7 +379,7 @@ fn async_twins_complete_without_blocking_a_thread() {
 
 #[test]
 fn empty_batch_ends_at_once() {
-    let c = client();
+    let c = client(&[]);
     let batch = c.submit(Vec::new()).unwrap();
     assert!(matches!(
         batch.next_timeout(std::time::Duration::ZERO),
@@ -416,7 +398,7 @@ fn completions_stream_for_async_consumers() {
     use std::future::poll_fn;
     use std::pin::Pin;
     let f = fixture();
-    let c = client();
+    let c = client(&[]);
     let reads = (0..300u64)
         .map(|i| Read::new(&f.object, i * 1000, 100).tag(i))
         .collect();

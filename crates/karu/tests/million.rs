@@ -1,16 +1,11 @@
 //! A batch of 1,000,000 local reads: memory stays bounded by the destinations plus a small
 //! per-read overhead. Its own test binary, so the process's peak RSS is this test's alone.
 
-use karu::{Client, Config, Locator, Read};
-use karu_testkit::content;
+mod common;
 
-/// Peak resident set size of this process, in bytes (Linux `VmHWM`).
-fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib * 1024
-}
+use common::peak_rss;
+use karu::{Locator, Read};
+use karu_testkit::content;
 
 #[test]
 fn a_million_local_reads_keep_memory_bounded() {
@@ -21,7 +16,7 @@ fn a_million_local_reads_keep_memory_bounded() {
     let path = dir.path().join("million.bin");
     content::write_file(&path, "million", SIZE).unwrap();
     let object = Locator::parse(path.to_str().unwrap()).unwrap();
-    let client = Client::new(&Config::empty()).unwrap();
+    let client = common::client(&[]);
     let before = peak_rss();
 
     // Sparse reads (stride 61 bytes, wrapping) so they stay a million separate parts.

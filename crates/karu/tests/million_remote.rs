@@ -3,21 +3,13 @@
 //! the limit, and dropping the batch discards what waits. Its own test binary, so the
 //! process's peak RSS is this test's alone.
 
+mod common;
+
 use std::time::Duration;
 
-use karu::{Client, Config, Locator, Read};
+use common::peak_rss;
+use karu::{Locator, Read};
 use karu_testkit::server::RangeServer;
-
-fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse::<u64>()
-        .unwrap()
-        * 1024
-}
 
 #[test]
 fn a_million_queued_remote_reads_keep_memory_and_concurrency_bounded() {
@@ -25,10 +17,7 @@ fn a_million_queued_remote_reads_keep_memory_and_concurrency_bounded() {
     let server = RangeServer::start();
     let url = server.url("/ok/queued?size=100000000&delay_ms=50");
     let object = Locator::parse(&url).unwrap();
-    let mut config = Config::empty();
-    config.set("KARU_COALESCE_GAP", Some("0")).unwrap();
-    config.set("KARU_CONCURRENCY", Some("16")).unwrap();
-    let client = Client::new(&config).unwrap();
+    let client = common::client(&[("KARU_COALESCE_GAP", "0"), ("KARU_CONCURRENCY", "16")]);
     let before = peak_rss();
     // Gap 0 and a 100-byte stride: a million separate transfers.
     let reads = (0..READS)

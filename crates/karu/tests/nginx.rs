@@ -6,19 +6,18 @@
 //! Without `KARU_TEST_NGINX_URL` the tests print a skip line and pass, except under `CI`, where
 //! they fail: a missing server must not look like a green run.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use karu::{Client, Config, Locator, Read, Status};
+use common::{LARGE, MEDIUM, ONE, Rng, SMALL, client, random_spans, read_all};
+use karu::{Client, Locator, Read, Status};
 use karu_testkit::content;
 
-/// The files `scripts/nginx.sh` generates by default (name, size).
-const SMALL: (&str, u64) = ("small.bin", 1000);
-const MEDIUM: (&str, u64) = ("medium.bin", 1_048_583);
-const LARGE: (&str, u64) = ("large.bin", 16_777_219);
+/// The files `scripts/nginx.sh` generates by default besides the common ones (name, size).
 const NESTED: (&str, u64) = ("dir/nested.bin", 4096);
-const ONE: (&str, u64) = ("one.bin", 1);
 const EMPTY: (&str, u64) = ("empty.bin", 0);
 
 /// The endpoints of the running nginx.
@@ -43,107 +42,21 @@ impl Nginx {
     }
 }
 
-/// The one place that reads the environment: `None` (after a skip line) when no nginx runs
-/// outside CI; a panic when none runs under CI.
+/// The running nginx, or `None` after a skip line (a panic under CI).
 fn nginx() -> Option<Nginx> {
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let Some(url) = var("KARU_TEST_NGINX_URL") else {
-        if var("CI").is_some() {
-            panic!(
-                "KARU_TEST_NGINX_URL is not set but CI is: the nginx tests must run in CI. \
-                 Run them through `bash scripts/test.sh`, or start nginx with \
-                 `scripts/nginx.sh start ENV_FILE` and source ENV_FILE."
-            );
-        }
-        eprintln!("skipped: KARU_TEST_NGINX_URL is not set (run `bash scripts/test.sh`)");
-        return None;
-    };
-    let require = |name: &str| {
-        var(name).unwrap_or_else(|| panic!("KARU_TEST_NGINX_URL is set but {name} is not"))
-    };
+    let env = common::started("KARU_TEST_NGINX_URL", "nginx")?;
     Some(Nginx {
-        url: url.trim_end_matches('/').to_owned(),
-        single_range: require("KARU_TEST_NGINX_SINGLE_RANGE_URL"),
-        no_range: require("KARU_TEST_NGINX_NO_RANGE_URL"),
-        dir: var("KARU_TEST_NGINX_DIR").map(PathBuf::from),
+        single_range: env.require("KARU_TEST_NGINX_SINGLE_RANGE_URL"),
+        no_range: env.require("KARU_TEST_NGINX_NO_RANGE_URL"),
+        dir: env.optional("KARU_TEST_NGINX_DIR").map(PathBuf::from),
+        url: env.url,
     })
-}
-
-fn client() -> Client {
-    Client::new(&Config::empty()).unwrap()
-}
-
-fn client_with(options: &[(&str, &str)]) -> Client {
-    let mut config = Config::empty();
-    for (name, value) in options {
-        config.set(name, Some(value)).unwrap();
-    }
-    Client::new(&config).unwrap()
-}
-
-/// A small deterministic generator (no seeding from time: failures must reproduce).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 16) % n
-    }
-}
-
-/// Submits `(offset, length)` reads of one file, checks every completion's bytes, and
-/// returns the batch's stats.
-fn read_all(
-    client: &Client,
-    object: &Locator,
-    name: &str,
-    spans: &[(u64, u64)],
-) -> karu::BatchStats {
-    let reads = spans
-        .iter()
-        .enumerate()
-        .map(|(i, &(off, len))| Read::new(object, off, len).tag(i as u64))
-        .collect();
-    let batch = client.submit(reads).unwrap();
-    let mut seen = BTreeSet::new();
-    for done in &batch {
-        let (off, len) = spans[done.tag as usize];
-        assert!(
-            done.result.is_ok(),
-            "{name} [{off}, +{len}): {:?}",
-            done.result
-        );
-        assert_eq!(done.got, len, "{name} [{off}, +{len})");
-        assert_eq!(done.bytes().len() as u64, len);
-        content::check(name, off, done.bytes()).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert!(seen.insert(done.tag), "tag {} completed twice", done.tag);
-    }
-    assert_eq!(seen.len(), spans.len(), "every read completes once");
-    let stats = batch.stats();
-    assert_eq!(stats.transfers, stats.transfers_finished);
-    assert_eq!(
-        stats.requested_bytes,
-        spans.iter().map(|s| s.1).sum::<u64>()
-    );
-    stats
-}
-
-fn random_spans(rng: &mut Rng, size: u64, n: usize, max_len: u64) -> Vec<(u64, u64)> {
-    (0..n)
-        .map(|_| {
-            let len = 1 + rng.below(max_len.min(size));
-            (rng.below(size - len + 1), len)
-        })
-        .collect()
 }
 
 #[test]
 fn random_ranges_return_exact_bytes() {
     let Some(n) = nginx() else { return };
-    let c = client();
+    let c = client(&[]);
     let mut rng = Rng(0x006e_6769_6e78);
     for (name, size) in [LARGE, MEDIUM, SMALL, NESTED] {
         let spans = random_spans(&mut rng, size, 300, 70_000);
@@ -161,7 +74,7 @@ fn random_ranges_return_exact_bytes() {
 #[test]
 fn merged_batches_return_exact_bytes() {
     let Some(n) = nginx() else { return };
-    let c = client_with(&[("KARU_COALESCE_GAP", "65536")]);
+    let c = client(&[("KARU_COALESCE_GAP", "65536")]);
     let (name, size) = LARGE;
     let object = n.file(name);
     // Clusters of overlapping, adjacent, duplicate and nearby reads: they merge into few
@@ -189,7 +102,7 @@ fn merged_batches_return_exact_bytes() {
 #[test]
 fn read_passing_the_end_gives_range_with_the_valid_prefix() {
     let Some(n) = nginx() else { return };
-    let c = client();
+    let c = client(&[]);
     let (name, size) = SMALL;
     let object = n.file(name);
     let batch = c
@@ -228,7 +141,7 @@ fn read_passing_the_end_gives_range_with_the_valid_prefix() {
 fn read_of_an_empty_file_gives_range() {
     let Some(n) = nginx() else { return };
     // nginx answers a Range on a zero-length file with 200 and an empty body.
-    let err = client().read(&n.file(EMPTY.0), 0, 1).unwrap_err();
+    let err = client(&[]).read(&n.file(EMPTY.0), 0, 1).unwrap_err();
     assert_eq!(err.status(), Status::Range, "{err}");
 }
 
@@ -247,7 +160,7 @@ fn expected_etag(n: &Nginx, name: &str) -> Option<String> {
 #[test]
 fn stat_gives_size_and_nginx_etag() {
     let Some(n) = nginx() else { return };
-    let c = client();
+    let c = client(&[]);
     for (name, size) in [LARGE, MEDIUM, SMALL, NESTED, ONE, EMPTY] {
         let info = c.stat(&n.file(name)).unwrap();
         assert_eq!(info.size, size, "{name}");
@@ -270,7 +183,7 @@ fn stat_gives_size_and_nginx_etag() {
 #[test]
 fn if_match_with_the_right_etag_reads_and_with_a_wrong_one_fails() {
     let Some(n) = nginx() else { return };
-    let c = client();
+    let c = client(&[]);
     let (name, size) = MEDIUM;
     let object = n.file(name);
     let etag = c.stat(&object).unwrap().etag.unwrap();
@@ -304,7 +217,7 @@ fn if_match_with_the_right_etag_reads_and_with_a_wrong_one_fails() {
 #[test]
 fn read_ends_gives_head_and_tail() {
     let Some(n) = nginx() else { return };
-    let c = client();
+    let c = client(&[]);
     let cases = [
         (LARGE, 64 << 10, 1 << 20),
         (MEDIUM, 1, 1),
@@ -371,7 +284,7 @@ fn read_ends_requests_head_and_suffix_together() {
     let Some(n) = nginx() else { return };
     let path = unique(LARGE.0, "read_ends_plan");
     let (name, size) = LARGE;
-    let ends = client().read_ends(&n.file(&path), 1000, 2000).unwrap();
+    let ends = client(&[]).read_ends(&n.file(&path), 1000, 2000).unwrap();
     content::check(name, 0, &ends.head).unwrap();
     content::check(name, size - 2000, &ends.tail).unwrap();
     let Some(requests) = logged(&n, &path) else {
@@ -385,7 +298,7 @@ fn read_ends_requests_head_and_suffix_together() {
 #[test]
 fn single_range_server_serves_every_read() {
     let Some(n) = nginx() else { return };
-    let c = client_with(&[("KARU_COALESCE_GAP", "65536")]);
+    let c = client(&[("KARU_COALESCE_GAP", "65536")]);
     let (name, size) = MEDIUM;
     let object = Nginx::at(&n.single_range, name);
     let mut rng = Rng(7);
@@ -403,7 +316,7 @@ fn single_range_server_serves_every_read() {
 #[test]
 fn no_range_server_falls_back_to_skipping_the_prefix() {
     let Some(n) = nginx() else { return };
-    let c = client();
+    let c = client(&[]);
     // Small offsets: nginx sends the whole file with 200, karu discards the prefix.
     let (name, size) = MEDIUM;
     let object = Nginx::at(&n.no_range, name);
@@ -433,7 +346,7 @@ fn no_range_server_falls_back_to_skipping_the_prefix() {
     assert!(err.message().contains("server ignored Range"), "{err}");
 
     // The limit is an option.
-    let strict = client_with(&[("KARU_RANGE_FALLBACK_LIMIT", "100")]);
+    let strict = client(&[("KARU_RANGE_FALLBACK_LIMIT", "100")]);
     let got = strict.read(&small_object, 100, 10).unwrap();
     content::check(small, 100, &got).unwrap();
     let err = strict.read(&small_object, 101, 10).unwrap_err();
@@ -444,7 +357,7 @@ fn no_range_server_falls_back_to_skipping_the_prefix() {
 #[test]
 fn keep_alive_connections_are_reused_across_batches() {
     let Some(n) = nginx() else { return };
-    keep_alive(&n, &client(), "keep_alive");
+    keep_alive(&n, &client(&[]), "keep_alive");
 }
 
 fn keep_alive(n: &Nginx, c: &Client, test: &str) {
@@ -490,7 +403,7 @@ fn keep_alive(n: &Nginx, c: &Client, test: &str) {
 #[test]
 fn missing_file_is_not_found() {
     let Some(n) = nginx() else { return };
-    let c = client();
+    let c = client(&[]);
     let object = n.file("no-such-file.bin");
     let err = c.read(&object, 0, 10).unwrap_err();
     assert_eq!(err.status(), Status::NotFound, "{err}");

@@ -8,10 +8,12 @@
 //! Without `KARU_TEST_MOTO_URL` the emulator tests print a skip line and pass, except under
 //! `CI`, where they fail: a missing server must not look like a green run.
 
-use std::collections::BTreeSet;
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use common::{client, client_plus, read_all};
 use karu::{
     BatchStats, Client, Config, Credentials, CredentialsKind, CredentialsProvider, Locator, Read,
     Status,
@@ -55,25 +57,11 @@ impl Emulators {
     }
 }
 
-/// The one place that reads the environment: `None` (after a skip line) when no emulators
-/// run outside CI; a panic when none run under CI.
+/// The running emulators, or `None` after a skip line (a panic under CI).
 fn emulators() -> Option<Emulators> {
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let Some(moto_url) = var("KARU_TEST_MOTO_URL") else {
-        if var("CI").is_some() {
-            panic!(
-                "KARU_TEST_MOTO_URL is not set but CI is: the S3 tests must run in CI. Run \
-                 them through `bash scripts/test.sh`, or start the emulators with \
-                 `scripts/s3.sh start ENV_FILE` and source ENV_FILE."
-            );
-        }
-        eprintln!("skipped: KARU_TEST_MOTO_URL is not set (run `bash scripts/test.sh`)");
-        return None;
-    };
-    let require = |name: &str| {
-        var(name).unwrap_or_else(|| panic!("KARU_TEST_MOTO_URL is set but {name} is not"))
-    };
-    let objects = require("KARU_TEST_S3_OBJECTS")
+    let env = common::started("KARU_TEST_MOTO_URL", "s3")?;
+    let objects = env
+        .require("KARU_TEST_S3_OBJECTS")
         .split_whitespace()
         .map(|spec| {
             let (key, size) = spec.rsplit_once(':').expect("key:size");
@@ -82,28 +70,20 @@ fn emulators() -> Option<Emulators> {
         .collect();
     Some(Emulators {
         moto: Server {
-            url: moto_url,
-            key: require("KARU_TEST_MOTO_ACCESS_KEY_ID"),
-            secret: require("KARU_TEST_MOTO_SECRET_ACCESS_KEY"),
+            key: env.require("KARU_TEST_MOTO_ACCESS_KEY_ID"),
+            secret: env.require("KARU_TEST_MOTO_SECRET_ACCESS_KEY"),
+            url: env.url.clone(),
         },
-        moto_open: require("KARU_TEST_MOTO_OPEN_URL"),
+        moto_open: env.require("KARU_TEST_MOTO_OPEN_URL"),
         s3s: Server {
-            url: require("KARU_TEST_S3S_URL"),
-            key: require("KARU_TEST_S3S_ACCESS_KEY_ID"),
-            secret: require("KARU_TEST_S3S_SECRET_ACCESS_KEY"),
+            url: env.require("KARU_TEST_S3S_URL"),
+            key: env.require("KARU_TEST_S3S_ACCESS_KEY_ID"),
+            secret: env.require("KARU_TEST_S3S_SECRET_ACCESS_KEY"),
         },
-        bucket: require("KARU_TEST_S3_BUCKET"),
-        dotted: require("KARU_TEST_S3_DOTTED_BUCKET"),
+        bucket: env.require("KARU_TEST_S3_BUCKET"),
+        dotted: env.require("KARU_TEST_S3_DOTTED_BUCKET"),
         objects,
     })
-}
-
-fn client_with(options: &[(&str, &str)]) -> Client {
-    let mut config = Config::empty();
-    for (name, value) in options {
-        config.set(name, Some(value)).unwrap();
-    }
-    Client::new(&config).unwrap()
 }
 
 /// A signed client for `server`, path-style or virtual-hosted.
@@ -113,48 +93,22 @@ fn signed_client(server: &Server, virtual_hosting: bool, extra: &[(&str, &str)])
     } else {
         server.url.clone()
     };
-    let mut options = vec![
-        ("AWS_S3_ENDPOINT", endpoint.as_str()),
-        ("AWS_ACCESS_KEY_ID", server.key.as_str()),
-        ("AWS_SECRET_ACCESS_KEY", server.secret.as_str()),
-        (
-            "AWS_VIRTUAL_HOSTING",
-            if virtual_hosting { "YES" } else { "NO" },
-        ),
-    ];
-    options.extend_from_slice(extra);
-    client_with(&options)
+    client_plus(
+        &[
+            ("AWS_S3_ENDPOINT", &endpoint),
+            ("AWS_ACCESS_KEY_ID", &server.key),
+            ("AWS_SECRET_ACCESS_KEY", &server.secret),
+            (
+                "AWS_VIRTUAL_HOSTING",
+                if virtual_hosting { "YES" } else { "NO" },
+            ),
+        ],
+        extra,
+    )
 }
 
 fn s3(bucket: &str, key: &str) -> Locator {
     Locator::parse(&format!("s3://{bucket}/{key}")).unwrap()
-}
-
-/// Submits `(offset, length)` reads of one object, checks every completion's bytes against
-/// the content of `key`, and returns the batch's stats.
-fn read_all(client: &Client, object: &Locator, key: &str, spans: &[(u64, u64)]) -> BatchStats {
-    let reads = spans
-        .iter()
-        .enumerate()
-        .map(|(i, &(off, len))| Read::new(object, off, len).tag(i as u64))
-        .collect();
-    let batch = client.submit(reads).unwrap();
-    let mut seen = BTreeSet::new();
-    for done in &batch {
-        let (off, len) = spans[done.tag as usize];
-        assert!(
-            done.result.is_ok(),
-            "{key} [{off}, +{len}): {:?}",
-            done.result
-        );
-        assert_eq!(done.got, len, "{key} [{off}, +{len})");
-        content::check(key, off, done.bytes()).unwrap_or_else(|e| panic!("{key}: {e}"));
-        assert!(seen.insert(done.tag), "tag {} completed twice", done.tag);
-    }
-    assert_eq!(seen.len(), spans.len(), "every read completes once");
-    let stats = batch.stats();
-    assert_eq!(stats.transfers, stats.transfers_finished);
-    stats
 }
 
 /// `read`, `stat`, `read_ends` and a merged batch of every object of `bucket`, every byte
@@ -201,7 +155,7 @@ fn moto_serves_both_addressing_styles() {
     exercise(&e, &signed_client(&e.moto, true, &[]), &e.bucket);
     // A dotted bucket on a custom endpoint is path-style by default. (moto takes the first
     // label of a virtual host as the bucket, so it cannot serve dotted virtual hosts.)
-    let default_style = client_with(&[
+    let default_style = client(&[
         ("AWS_S3_ENDPOINT", &e.moto.url),
         ("AWS_ACCESS_KEY_ID", &e.moto.key),
         ("AWS_SECRET_ACCESS_KEY", &e.moto.secret),
@@ -285,17 +239,19 @@ fn an_if_match_mismatch_is_a_precondition_failure_on_moto() {
 #[test]
 fn anonymous_reads_follow_the_same_urls() {
     let Some(e) = emulators() else { return };
-    let client = client_with(&[
+    let anonymous = client(&[
         ("AWS_S3_ENDPOINT", &e.moto_open),
         ("AWS_NO_SIGN_REQUEST", "YES"),
     ]);
-    exercise(&e, &client, &e.bucket);
+    exercise(&e, &anonymous, &e.bucket);
     // The signing moto refuses anonymous requests.
-    let client = client_with(&[
+    let anonymous = client(&[
         ("AWS_S3_ENDPOINT", &e.moto.url),
         ("AWS_NO_SIGN_REQUEST", "YES"),
     ]);
-    let err = client.read(&s3(&e.bucket, "small.bin"), 0, 10).unwrap_err();
+    let err = anonymous
+        .read(&s3(&e.bucket, "small.bin"), 0, 10)
+        .unwrap_err();
     assert_eq!(err.status(), Status::Auth, "{err}");
 }
 
@@ -307,7 +263,7 @@ fn source_cooperative_reads_anonymous_and_signed() {
     // `source://account/product/key` is `<endpoint>/account/product/key`: the bucket stands
     // in for the account.
     let object = Locator::parse(&format!("source://{}/{key}", e.bucket)).unwrap();
-    let anonymous = client_with(&[("SOURCE_ENDPOINT", &e.moto_open)]);
+    let anonymous = client(&[("SOURCE_ENDPOINT", &e.moto_open)]);
     read_all(
         &anonymous,
         &object,
@@ -317,7 +273,7 @@ fn source_cooperative_reads_anonymous_and_signed() {
     let ends = anonymous.read_ends(&object, 10, 10).unwrap();
     content::check(key, size - 10, &ends.tail).unwrap();
 
-    let signed = client_with(&[
+    let signed = client(&[
         ("SOURCE_PROXY_URL", &e.moto.url),
         ("SOURCE_ACCESS_KEY_ID", &e.moto.key),
         ("SOURCE_SECRET_ACCESS_KEY", &e.moto.secret),
@@ -325,13 +281,13 @@ fn source_cooperative_reads_anonymous_and_signed() {
     read_all(&signed, &object, key, &[(0, size), (1000, 3000)]);
     assert_eq!(signed.stat(&object).unwrap().size, size);
     // Unsigned against the signing moto: refused.
-    let unsigned = client_with(&[("SOURCE_ENDPOINT", &e.moto.url)]);
+    let unsigned = client(&[("SOURCE_ENDPOINT", &e.moto.url)]);
     assert_eq!(
         unsigned.read(&object, 0, 1).unwrap_err().status(),
         Status::Auth
     );
     // AWS credentials are never used for Source.
-    let aws_only = client_with(&[
+    let aws_only = client(&[
         ("SOURCE_ENDPOINT", &e.moto.url),
         ("SOURCE_NO_SIGN_REQUEST", "NO"),
         ("AWS_ACCESS_KEY_ID", &e.moto.key),
@@ -354,7 +310,7 @@ fn a_wrong_region_is_corrected_once_and_remembered_for_the_batch() {
         let server = S3Responder::start();
         server.put("bkt", "obj.bin", 100_000);
         server.set_home_region("eu-west-1", hint);
-        let client = client_with(&[
+        let client = client(&[
             ("AWS_S3_ENDPOINT", &server.endpoint()),
             ("AWS_REGION", "us-east-1"),
             ("AWS_ACCESS_KEY_ID", "AKID"),
@@ -400,7 +356,7 @@ fn a_403_naming_the_region_used_is_auth_and_a_correction_happens_once() {
     server.forbid("bkt");
     let object = s3("bkt", "obj.bin");
     for (configured, requests) in [("eu-west-1", 1), ("us-east-1", 2)] {
-        let client = client_with(&[
+        let client = client(&[
             ("AWS_S3_ENDPOINT", &server.endpoint()),
             ("AWS_REGION", configured),
             ("AWS_ACCESS_KEY_ID", "AKID"),
@@ -659,7 +615,7 @@ fn bad_booleans_and_payer_values_fail_at_client_creation() {
 fn signing_without_credentials_names_the_fixes() {
     let server = S3Responder::start();
     server.put("bkt", "obj.bin", 10);
-    let client = client_with(&[("AWS_S3_ENDPOINT", &server.endpoint())]);
+    let client = client(&[("AWS_S3_ENDPOINT", &server.endpoint())]);
     let err = client.read(&s3("bkt", "obj.bin"), 0, 1).unwrap_err();
     assert_eq!(err.status(), Status::Credentials);
     assert_eq!(

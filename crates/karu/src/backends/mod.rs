@@ -2,8 +2,6 @@
 //! and redirect policy; and they read provider-specific hints (region, expired token) from
 //! error responses. They open no connections.
 
-#![allow(dead_code)] // TEMP: removed once every backend is built
-
 mod azure;
 mod endpoint;
 mod gcs;
@@ -69,17 +67,6 @@ pub(crate) struct Signing<'a> {
     pub(crate) now: SystemTime,
 }
 
-impl<'a> Signing<'a> {
-    /// Signing with `auth` now, in the configured region.
-    pub(crate) fn now(auth: &'a Auth) -> Signing<'a> {
-        Signing {
-            auth,
-            region: None,
-            now: SystemTime::now(),
-        }
-    }
-}
-
 /// Builds the request for one attempt (requests are rebuilt and re-signed for every
 /// attempt, with the final range and region).
 pub(crate) fn prepare(
@@ -98,7 +85,11 @@ pub(crate) fn prepare(
             azure::prepare(settings, locator, range, if_match, signing)
         }
         Backend::HuggingFace => hugging_face::prepare(settings, locator, range, if_match),
-        Backend::File => Err(not_built(locator, Backend::File)),
+        // Local files go to the file workers, never through a request.
+        Backend::File => Err(Error::new(
+            Status::Unsupported,
+            format!("{}: a local file has no remote request", locator.display()),
+        )),
     }
 }
 
@@ -131,18 +122,6 @@ pub(crate) fn correction(
         }
         Backend::File | Backend::Http | Backend::HuggingFace => None,
     }
-}
-
-/// The error for a backend whose transport is not built yet.
-pub(crate) fn not_built(locator: &Locator, backend: Backend) -> Error {
-    Error::new(
-        Status::Unsupported,
-        format!(
-            "{}: reading from the {} backend is not built yet",
-            locator.display(),
-            backend.name()
-        ),
-    )
 }
 
 /// True for backends whose transfers go through the credential stage first.

@@ -3,13 +3,14 @@
 //! on the credential workers (or a probe's caller), never on the IO loops. Backends sign with
 //! what this room returns; this room never signs requests.
 
-#![allow(dead_code)] // TEMP: removed once every chain is built
-
 mod aws;
 mod azure;
 mod cache;
 mod gcs;
+mod gcs_adc;
+mod gcs_oauth;
 pub(crate) mod http;
+mod jwt;
 mod process;
 mod profile;
 mod source;
@@ -18,7 +19,7 @@ mod test_support;
 mod timestamp;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 pub(crate) use cache::CredentialCache;
 pub(crate) use http::CredentialHttp;
@@ -80,14 +81,6 @@ impl LoadContext<'_> {
         self.settings
             .option(name, self.path)
             .filter(|v| !v.is_empty())
-    }
-
-    /// Time left before the deadline, capped at `cap` (the whole of `cap` without one).
-    pub(crate) fn time_left(&self, cap: Duration) -> Duration {
-        match self.deadline {
-            None => cap,
-            Some(d) => d.saturating_duration_since(Instant::now()).min(cap),
-        }
     }
 }
 
@@ -170,6 +163,7 @@ pub(crate) fn scope_options(kind: CredentialsKind) -> &'static [&'static str] {
             "GCS_METADATA_DISABLED",
             "GOOGLE_APPLICATION_CREDENTIALS",
             "CLOUDSDK_CONFIG",
+            "GCS_OAUTH_TOKEN_URI",
         ],
         CredentialsKind::Azure => &[
             "AZURE_STORAGE_CONNECTION_STRING",

@@ -1,5 +1,6 @@
 //! Remote probes: `stat` (one GET of byte 0) and `read_ends` (head and suffix in one round
-//! trip), through the batch path's attempt loop, validation and retries.
+//! trip; on Azure the head, then the tail by offset pinned by `If-Match`), through the batch
+//! path's attempt loop, validation and retries.
 
 use http::HeaderMap;
 
@@ -8,7 +9,7 @@ use crate::backends::ByteRange;
 use crate::engine::exchange::{self, Access, Env, Handler, RangeRead, Step};
 use crate::engine::remote::LoopState;
 use crate::error::{Error, Result, Status};
-use crate::locator::Locator;
+use crate::locator::{Backend, Locator};
 use crate::transport::{self, Response};
 use crate::validate::{self, Suffix};
 
@@ -234,7 +235,14 @@ fn same_total(a: Option<u64>, b: Option<u64>) -> bool {
     }
 }
 
-/// An open window: the head by offset and the tail as a suffix range, at the same time.
+/// Azure answers suffix ranges wrongly (spec §5.6): its tail is read by offset, after the
+/// head, pinned to the head's ETag.
+fn refuses_suffix_ranges(locator: &Locator) -> bool {
+    matches!(locator.backend(), Backend::Azure | Backend::AzureDataLake)
+}
+
+/// An open window: the head by offset and the tail as a suffix range, at the same time (or,
+/// where suffix ranges are refused, the tail by offset once the head told the size).
 async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64) -> Result<Ends> {
     let (head_res, tail_res) = tokio::join!(
         async {
@@ -245,7 +253,9 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
             }
         },
         async {
-            if tail > 0 {
+            if tail > 0 && refuses_suffix_ranges(locator) {
+                Some(Ok(Tail::Ignored))
+            } else if tail > 0 {
                 Some(
                     exchange::run(
                         env,
@@ -320,12 +330,21 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
         Some(Tail::Bytes { data, .. }) => {
             data[data.len() - (t as usize).min(data.len())..].to_vec()
         }
+        // The head already holds the whole visible object.
+        Some(Tail::Ignored) if head_buf.len() as u64 == visible => {
+            head_buf[(visible - t) as usize..].to_vec()
+        }
         Some(Tail::Ignored) => {
-            // The server ignored the suffix form: fetch the tail by offset, pinned to the
-            // version the head saw.
+            // No suffix answer: fetch the tail by offset, pinned to the version the head saw.
             let start = woff + visible - t;
-            let (buf, f) = read_span(env, locator, start, t, etag.as_deref()).await?;
-            if (buf.len() as u64) < t || !same_version(&etag, &f.etag) {
+            let (buf, f) = match read_span(env, locator, start, t, etag.as_deref()).await {
+                Err(e) if e.status() == Status::Precondition => return Err(changed(locator)),
+                other => other?,
+            };
+            if (buf.len() as u64) < t
+                || !same_version(&etag, &f.etag)
+                || !same_total(Some(total), f.total)
+            {
                 return Err(changed(locator));
             }
             buf

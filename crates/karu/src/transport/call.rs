@@ -2,8 +2,6 @@
 //! token endpoints, container and instance metadata). They use the client's proxy, CA
 //! settings, connect timeout and User-Agent, but no pool: credential calls are rare.
 
-#![allow(dead_code)] // TEMP: used by the credential chains as they land
-
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -59,8 +57,6 @@ impl Call {
 pub(crate) struct Answer {
     /// The status code.
     pub(crate) status: u16,
-    /// The headers.
-    pub(crate) headers: HeaderMap,
     /// The whole body (at most the limit given to [`call`]).
     pub(crate) body: Bytes,
 }
@@ -121,7 +117,6 @@ pub(crate) async fn call(
     })?;
     Ok(Answer {
         status: parts.status.as_u16(),
-        headers: parts.headers,
         body: body.to_bytes(),
     })
 }
