@@ -4,11 +4,11 @@
 //! ```text
 //! cargo run --release -p karu-bench                 # full run, rewrites BENCHMARKS.md's tables
 //! cargo run --release -p karu-bench -- --quick      # CI: small workloads, one repetition
-//! cargo run --release -p karu-bench -- --download   # workload D: download vs curl and object_store
 //! ```
 //!
 //! Options: `--reps N`, `--out FILE` (default: BENCHMARKS.md at the repo root in a full run,
-//! `target/karu-bench-quick.md` in quick mode), `--workloads RSCHE`, `--no-nginx`.
+//! `target/karu-bench-quick.md` in quick mode), `--workloads RSCHED`, `--no-nginx`, `--no-s3`,
+//! `--issue-scale`.
 //!
 //! The parent process owns the servers (the test kit's [`RangeServer`], nginx from
 //! `scripts/nginx.sh`) and the [`LatencyProxy`]s, and counts requests, bytes and connections on
@@ -16,11 +16,11 @@
 //! its CPU time (getrusage delta around the reads) and its peak RSS (`VmHWM`) are its own
 //! and not mixed with the servers', the proxies' or another reader's.
 
-mod download;
 mod plain;
 mod readers;
 mod report;
 mod servers;
+mod sigv4;
 mod workload;
 
 use std::path::PathBuf;
@@ -28,15 +28,15 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use karu::plan::{Request, plan};
-use karu::{Client, Config, Locator};
+use karu::{Client, Locator};
 use karu_testkit::{LatencyProxy, ProxyOptions};
 
-use readers::{KARU_CONCURRENCY, Measured, Reader, Target};
+use readers::{DOWNLOAD_CHUNK, DOWNLOAD_PARALLELISM, KARU_CONCURRENCY, Measured, Reader, Target};
 use servers::{Counted, Server};
-use workload::{MIB, Scale, Workload, workload};
+use workload::{Kind, MIB, Scale, Workload, workload};
 
 /// 1 Gbit/s in bytes per second.
-const GBIT: u64 = 125_000_000;
+pub const GBIT: u64 = 125_000_000;
 
 /// A network profile: round-trip time added by the proxy, and an optional total cap.
 #[derive(Clone, Copy, PartialEq)]
@@ -92,6 +92,7 @@ struct Opts {
     out: PathBuf,
     workloads: Vec<char>,
     nginx: bool,
+    s3: bool,
 }
 
 fn repo_root() -> PathBuf {
@@ -123,6 +124,7 @@ fn opts() -> Opts {
             .map(|v| v.chars().collect())
             .unwrap_or_else(|| workload::IDS.to_vec()),
         nginx: !args.iter().any(|a| a == "--no-nginx"),
+        s3: !args.iter().any(|a| a == "--no-s3"),
     }
 }
 
@@ -130,10 +132,6 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--child") {
         child(&args[2..]);
-        return;
-    }
-    if args.iter().any(|a| a == "--download") {
-        download::run();
         return;
     }
     let opts = opts();
@@ -184,21 +182,16 @@ fn main() {
             Err(e) => notes.push(format!("nginx: not run ({e})")),
         }
     }
+    if opts.s3 && workloads.iter().any(servers::on_s3) {
+        match Server::s3(&workloads) {
+            Ok(s) => servers.push(s),
+            Err(e) => notes.push(format!("s3s-fs: not run ({e})")),
+        }
+    }
 
     let mut rows = Vec::new();
     let mut bandwidths = Vec::new();
     for server in &servers {
-        // nginx repeats only part of the matrix: the test kit server carries the full one, and
-        // the whole matrix twice would not fit the run-time budget.
-        let profiles: Vec<Profile> = if server.is_nginx() {
-            profiles
-                .iter()
-                .copied()
-                .filter(|p| p.cap.is_none() && (p.rtt_ms == 0 || p.rtt_ms == 20))
-                .collect()
-        } else {
-            profiles.clone()
-        };
         let direct = server.base();
         // The uncapped bound needs a bandwidth: what a plain many-connection client gets on
         // this path (directly, and through a proxy without delay), measured now.
@@ -214,16 +207,26 @@ fn main() {
         );
         bandwidths.push((server.name().to_string(), bw_direct, bw_proxy));
         for &profile in &profiles {
-            let proxy = (profile.rtt_ms > 0 || profile.cap.is_some()).then(|| {
-                LatencyProxy::start(
-                    server.addr(),
-                    ProxyOptions {
-                        delay: Duration::from_micros(profile.rtt_ms * 500),
-                        rate_total: profile.cap,
-                        ..ProxyOptions::default()
-                    },
-                )
-            });
+            let mine: Vec<&Workload> = workloads
+                .iter()
+                .filter(|w| server.runs(w, profile, opts.quick))
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            // RTT 0 uncapped is the plain loopback, except for a server whose counts come
+            // from the proxy (which then only counts).
+            let proxy = (server.counted_by_proxy() || profile.rtt_ms > 0 || profile.cap.is_some())
+                .then(|| {
+                    LatencyProxy::start(
+                        server.addr(),
+                        ProxyOptions {
+                            delay: Duration::from_micros(profile.rtt_ms * 500),
+                            rate_total: profile.cap,
+                            ..ProxyOptions::default()
+                        },
+                    )
+                });
             let base = proxy
                 .as_ref()
                 .map_or(direct.clone(), |p| format!("http://{}", p.addr()));
@@ -232,18 +235,20 @@ fn main() {
                 .map_or(if proxy.is_some() { bw_proxy } else { bw_direct }, |c| {
                     c as f64
                 });
-            for w in &workloads {
-                let t = Target {
-                    base: base.clone(),
-                    prefix: server.prefix().to_string(),
+            for w in mine {
+                let t = server.target(base.clone());
+                let at = Place {
+                    server,
+                    proxy: proxy.as_ref(),
+                    target: &t,
+                    profile,
+                    bw,
                 };
-                rows.extend(run_matrix(server, &t, w, profile, bw, &opts, scale));
+                rows.extend(run_matrix(&at, w, &opts, scale));
             }
         }
     }
-    for s in servers {
-        s.stop();
-    }
+    drop(servers);
     let total = started.elapsed();
     let md = report::markdown(&report::Input {
         rows: &rows,
@@ -266,19 +271,31 @@ fn main() {
 /// Transfers, fetched bytes and concurrency of a reader's plan for `w` (None: not plannable
 /// without running it, as for E, where the bound uses the server's counts).
 fn planned(reader: Reader, w: &Workload, t: &Target) -> Option<(u64, u64, u64)> {
-    if w.ends.is_some() {
-        return None;
+    let requested = w.requested();
+    match w.kind {
+        Kind::Ends(..) => return None,
+        Kind::Download => {
+            let chunks = requested.div_ceil(DOWNLOAD_CHUNK);
+            return Some(match reader {
+                // A probe of min(chunk, 1 MiB) learns size and ETag, then chunks follow it.
+                Reader::KaruDefault => {
+                    let probe = DOWNLOAD_CHUNK.min(MIB).min(requested);
+                    let chunks = (requested - probe).div_ceil(DOWNLOAD_CHUNK);
+                    (1 + chunks, requested, DOWNLOAD_PARALLELISM)
+                }
+                // A HEAD for the size, then the chunks.
+                Reader::OsChunks => (1 + chunks, requested, DOWNLOAD_PARALLELISM),
+                _ => (1, requested, 1),
+            });
+        }
+        Kind::Reads => {}
     }
     let n = w.reads.len() as u64;
-    let requested = w.requested();
     Some(match reader {
         Reader::KaruDefault | Reader::KaruGap0 => {
-            let mut config = Config::empty();
-            if reader == Reader::KaruGap0 {
-                config.set("KARU_COALESCE_GAP", Some("0")).expect("gap");
-            }
+            let gap = (reader == Reader::KaruGap0).then_some(0);
             // Building a client starts nothing; it only gives the planner its settings.
-            let client = Client::new(&config).expect("client");
+            let client = Client::new(&t.karu_config(gap)).expect("client");
             let locs: Vec<Locator> = w
                 .objects
                 .iter()
@@ -335,7 +352,7 @@ fn planned(reader: Reader, w: &Workload, t: &Target) -> Option<(u64, u64, u64)> 
             (transfers, fetched, 10)
         }
         Reader::OsRange => (n, requested, KARU_CONCURRENCY as u64),
-        Reader::Naive => (n, requested, 1),
+        Reader::Naive | Reader::Curl | Reader::OsGet | Reader::OsChunks => (n, requested, 1),
     })
 }
 
@@ -344,16 +361,25 @@ pub fn bound(transfers: u64, fetched: u64, concurrency: u64, rtt_ms: u64, bw: f6
         + Duration::from_secs_f64(fetched as f64 / bw)
 }
 
-fn run_matrix(
-    server: &Server,
-    t: &Target,
-    w: &Workload,
+/// Where a workload runs: server, the proxy in front of it (if any), the readers' target,
+/// the network profile and the bandwidth of its bound.
+struct Place<'a> {
+    server: &'a Server,
+    proxy: Option<&'a LatencyProxy>,
+    target: &'a Target,
     profile: Profile,
     bw: f64,
-    opts: &Opts,
-    scale: Scale,
-) -> Vec<Row> {
-    let readers = Reader::ALL;
+}
+
+fn run_matrix(at: &Place<'_>, w: &Workload, opts: &Opts, scale: Scale) -> Vec<Row> {
+    let Place {
+        server,
+        proxy,
+        target: t,
+        profile,
+        bw,
+    } = *at;
+    let readers = Reader::for_kind(w.kind);
     let mut rows: Vec<Row> = readers
         .iter()
         .map(|&reader| Row {
@@ -380,13 +406,13 @@ fn run_matrix(
         for k in 0..readers.len() {
             let i = (k + rep) % readers.len();
             let reader = readers[i];
-            let mark = server.begin();
+            let mark = server.begin(proxy);
             let m = spawn_child(reader, w, t, scale, budget);
             let Counted {
                 requests,
                 bytes,
                 conns,
-            } = server.end(mark);
+            } = server.end(mark, proxy);
             let scale = w.count() as f64 / m.done.max(1) as f64;
             let row = &mut rows[i];
             row.extrapolated |= m.done < w.count();
@@ -434,12 +460,16 @@ fn spawn_child(
     scale: Scale,
     budget: Duration,
 ) -> Measured {
-    let out = Command::new(std::env::current_exe().expect("this program"))
+    let mut cmd = Command::new(std::env::current_exe().expect("this program"));
+    if let Some(s3) = &t.s3 {
+        cmd.envs(s3.env());
+    }
+    let out = cmd
         .arg("--child")
         .args([
             reader.key(),
             &w.id.to_string(),
-            scale.name(),
+            scale.name,
             &t.base,
             &t.prefix,
             &budget.as_millis().to_string(),
@@ -467,6 +497,7 @@ fn child(args: &[String]) {
     let t = Target {
         base: base.clone(),
         prefix: prefix.clone(),
+        s3: sigv4::S3Access::from_env(),
     };
     let m = readers::run(
         Reader::from_key(reader),

@@ -1,11 +1,14 @@
 //! A plain blocking HTTP/1.1 client: the naive reader (one connection, one GET per read, in
 //! order) and the yardstick that measures what the loopback path can carry (many connections).
 //! It parses only the status line and `Content-Length`, which is all a range GET needs here.
+//! Against the S3 emulator it signs each request (SigV4).
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::sigv4::S3Access;
 
 /// One keep-alive connection.
 pub struct Conn {
@@ -13,10 +16,12 @@ pub struct Conn {
     writer: TcpStream,
     reader: BufReader<TcpStream>,
     line: String,
+    signer: Option<S3Access>,
 }
 
 impl Conn {
-    pub fn open(addr: SocketAddr) -> Conn {
+    /// A connection to `addr`; with `signer`, every request is signed with its keys.
+    pub fn open(addr: SocketAddr, signer: Option<&S3Access>) -> Conn {
         let stream = TcpStream::connect(addr).expect("connect");
         stream.set_nodelay(true).expect("nodelay");
         let writer = stream.try_clone().expect("clone the socket");
@@ -25,18 +30,24 @@ impl Conn {
             writer,
             reader: BufReader::with_capacity(256 << 10, stream),
             line: String::new(),
+            signer: signer.cloned(),
         }
     }
 
     /// GET `target` with `Range: bytes=<range>`; the body goes into `out` (cleared first).
     /// Panics on anything but a 206: a benchmark must not time failures.
     pub fn get(&mut self, target: &str, range: &str, out: &mut Vec<u8>) {
-        write!(
-            self.writer,
-            "GET {target} HTTP/1.1\r\nHost: {}\r\nRange: bytes={range}\r\n\r\n",
-            self.addr
-        )
-        .expect("send a request");
+        let host = self.addr.to_string();
+        let mut head = format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nRange: bytes={range}\r\n");
+        if let Some(s) = &self.signer {
+            for (name, value) in s.sign_get(&host, target, range) {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+        }
+        head.push_str("\r\n");
+        self.writer
+            .write_all(head.as_bytes())
+            .expect("send a request");
         let mut status = String::new();
         let mut length = None;
         loop {
@@ -79,6 +90,7 @@ pub fn parallel(
     target: &str,
     ranges: &[(u64, u64)],
     conns: usize,
+    signer: Option<&S3Access>,
 ) -> (Duration, u64) {
     let next = AtomicUsize::new(0);
     let total = AtomicU64::new(0);
@@ -86,7 +98,7 @@ pub fn parallel(
     std::thread::scope(|scope| {
         for _ in 0..conns.min(ranges.len()) {
             scope.spawn(|| {
-                let mut c = Conn::open(addr);
+                let mut c = Conn::open(addr, signer);
                 let mut body = Vec::new();
                 while let Some(&(off, len)) = ranges.get(next.fetch_add(1, Ordering::Relaxed)) {
                     c.get(target, &format!("{off}-{}", off + len - 1), &mut body);

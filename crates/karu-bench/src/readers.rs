@@ -1,23 +1,34 @@
 //! The readers, each run in a child process of its own so that its CPU time and peak RSS are
 //! its own (the servers and proxies stay in the parent). The child prints one `RESULT` line.
 
+use std::fs::File;
+use std::io::{BufWriter, Read as _, Write as _};
 use std::ops::Range;
+use std::os::unix::fs::FileExt as _;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt as _, TryStreamExt as _};
-use karu::{Client, Config, Locator, Read, Status};
+use karu::{Client, Config, DownloadOptions, Locator, Read, Status};
 use karu_testkit::content;
+use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
 use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt as _};
 
 use crate::plain;
-use crate::workload::Workload;
+use crate::sigv4::{REGION, S3Access};
+use crate::workload::{Kind, Workload};
 
 /// Concurrency given to the readers that choose it themselves (object_store `get_range` per
 /// read, and every reader's objects on E): karu's default `KARU_CONCURRENCY`, so that they run
 /// under the same concurrency as karu.
 pub const KARU_CONCURRENCY: usize = 64;
+
+/// Chunk size of the chunked download readers (karu's default, and object_store's chunks).
+pub const DOWNLOAD_CHUNK: u64 = karu::DEFAULT_CHUNK_SIZE;
+/// Chunks in flight for the chunked download readers: karu's default download parallelism.
+pub const DOWNLOAD_PARALLELISM: u64 = karu::DEFAULT_PARALLELISM;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Reader {
@@ -26,16 +37,35 @@ pub enum Reader {
     OsRanges,
     OsRange,
     Naive,
+    Curl,
+    OsGet,
+    OsChunks,
 }
 
 impl Reader {
-    pub const ALL: [Reader; 5] = [
+    pub const ALL: [Reader; 8] = [
         Reader::KaruDefault,
         Reader::KaruGap0,
         Reader::OsRanges,
         Reader::OsRange,
         Reader::Naive,
+        Reader::Curl,
+        Reader::OsGet,
+        Reader::OsChunks,
     ];
+
+    /// The readers that run a workload of this kind, karu first.
+    pub fn for_kind(kind: Kind) -> &'static [Reader] {
+        match kind {
+            Kind::Reads | Kind::Ends(..) => &Reader::ALL[..5],
+            Kind::Download => &[
+                Reader::KaruDefault,
+                Reader::Curl,
+                Reader::OsGet,
+                Reader::OsChunks,
+            ],
+        }
+    }
 
     pub fn key(self) -> &'static str {
         match self {
@@ -44,6 +74,9 @@ impl Reader {
             Reader::OsRanges => "os-ranges",
             Reader::OsRange => "os-range",
             Reader::Naive => "naive",
+            Reader::Curl => "curl",
+            Reader::OsGet => "os-get",
+            Reader::OsChunks => "os-chunks",
         }
     }
 
@@ -54,6 +87,28 @@ impl Reader {
             .unwrap_or_else(|| panic!("unknown reader {k}"))
     }
 
+    /// The column name in the headline tables.
+    pub fn short(self) -> &'static str {
+        match self {
+            Reader::KaruDefault => "karu",
+            Reader::KaruGap0 => "karu gap 0",
+            Reader::OsRanges => "os `get_ranges`",
+            Reader::OsRange => "os `get_range` ×64",
+            Reader::Naive => "naive",
+            Reader::Curl => "curl",
+            Reader::OsGet => "os `get`",
+            Reader::OsChunks => "os chunks ×8",
+        }
+    }
+
+    /// Whether this is one of object_store's readers (the peers of the CPU target).
+    pub fn is_object_store(self) -> bool {
+        matches!(
+            self,
+            Reader::OsRanges | Reader::OsRange | Reader::OsGet | Reader::OsChunks
+        )
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             Reader::KaruDefault => "karu (defaults)",
@@ -61,6 +116,9 @@ impl Reader {
             Reader::OsRanges => "object_store `get_ranges`",
             Reader::OsRange => "object_store `get_range` ×64",
             Reader::Naive => "naive sequential",
+            Reader::Curl => "curl",
+            Reader::OsGet => "object_store `get` (one stream)",
+            Reader::OsChunks => "object_store `get_range` 8 MiB ×8",
         }
     }
 }
@@ -97,14 +155,20 @@ impl Measured {
     }
 }
 
-/// CPU seconds (user + system) and peak RSS (KiB) of this process.
-pub fn usage() -> (f64, u64) {
+fn rusage(who: libc::c_int) -> libc::rusage {
     // SAFETY: getrusage only writes the struct it is given.
-    let ru = unsafe {
+    unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
-        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut ru), 0);
+        assert_eq!(libc::getrusage(who, &mut ru), 0);
         ru
-    };
+    }
+}
+
+/// CPU seconds (user + system) and peak RSS (KiB) of this process and the programs it ran and
+/// waited for (curl).
+pub fn usage() -> (f64, u64) {
+    let ru = rusage(libc::RUSAGE_SELF);
+    let kids = rusage(libc::RUSAGE_CHILDREN);
     let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
     // Not `ru_maxrss`: Linux carries it over from the parent through fork and exec, so a child
     // would report at least the parent's peak (the servers'). `VmHWM` belongs to the address
@@ -117,18 +181,61 @@ pub fn usage() -> (f64, u64) {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(ru.ru_maxrss as u64);
-    (t(ru.ru_utime) + t(ru.ru_stime), hwm)
+    // A program run from here (curl) has only its `ru_maxrss`, which also carries this
+    // process's peak at the time it was started: a few MiB, before any reading.
+    (
+        t(ru.ru_utime) + t(ru.ru_stime) + t(kids.ru_utime) + t(kids.ru_stime),
+        hwm.max(kids.ru_maxrss as u64),
+    )
 }
 
-/// Where the objects are: `{base}/{prefix}{name}`.
+/// Where the objects are: `{base}/{prefix}{name}` on an HTTP server, or, with `s3`, the key
+/// `{prefix}{name}` of its bucket behind the endpoint `base` (path style).
 pub struct Target {
     pub base: String,
     pub prefix: String,
+    pub s3: Option<S3Access>,
 }
 
 impl Target {
+    /// What karu is given: the object's URL, or its `s3://` locator.
     pub fn url(&self, name: &str) -> String {
-        format!("{}/{}{name}", self.base, self.prefix)
+        match &self.s3 {
+            Some(s3) => format!("s3://{}/{}{name}", s3.bucket, self.prefix),
+            None => format!("{}{}", self.base, self.path(name)),
+        }
+    }
+
+    /// The path of a request for the object.
+    pub fn path(&self, name: &str) -> String {
+        match &self.s3 {
+            Some(s3) => format!("/{}/{}{name}", s3.bucket, self.prefix),
+            None => format!("/{}{name}", self.prefix),
+        }
+    }
+
+    /// The object's path in an object_store made by [`store`].
+    fn store_path(&self, name: &str) -> Path {
+        Path::from(format!("{}{name}", self.prefix))
+    }
+
+    /// A hermetic karu configuration for this target; `gap` sets `KARU_COALESCE_GAP`.
+    pub fn karu_config(&self, gap: Option<u64>) -> Config {
+        let mut config = Config::empty();
+        let mut set = |name: &str, value: &str| {
+            config.set(name, Some(value)).expect("a valid option");
+        };
+        if let Some(gap) = gap {
+            set("KARU_COALESCE_GAP", &gap.to_string());
+        }
+        if let Some(s3) = &self.s3 {
+            set("AWS_S3_ENDPOINT", &self.base);
+            set("AWS_VIRTUAL_HOSTING", "NO");
+            set("AWS_REGION", REGION);
+            set("AWS_ACCESS_KEY_ID", &s3.key_id);
+            set("AWS_SECRET_ACCESS_KEY", &s3.secret);
+        }
+        config
     }
 }
 
@@ -144,16 +251,30 @@ fn check(name: &str, offset: u64, data: &[u8], len: u64) {
 
 /// Runs `reader` on `w` and measures it. `budget` bounds the naive reader's time.
 pub fn run(reader: Reader, w: &Workload, target: &Target, budget: Duration) -> Measured {
+    // A download goes to a fresh file, checked byte for byte once the timing is over.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let dest = dir.path().join("download.bin");
     let (cpu0, _) = usage();
     let t = Instant::now();
-    let done = match reader {
-        Reader::KaruDefault => karu(w, target, None),
-        Reader::KaruGap0 => karu(w, target, Some(0)),
-        Reader::OsRanges | Reader::OsRange => object_store(w, target, reader),
-        Reader::Naive => naive(w, target, budget),
+    let done = match (w.kind, reader) {
+        (Kind::Download, Reader::KaruDefault) => karu_download(w, target, &dest),
+        (Kind::Download, Reader::Curl) => curl(w, target, &dest),
+        (Kind::Download, Reader::OsGet | Reader::OsChunks) => {
+            object_store_download(w, target, reader, &dest)
+        }
+        (Kind::Download, _) | (_, Reader::Curl | Reader::OsGet | Reader::OsChunks) => {
+            panic!("{} does not run workload {}", reader.key(), w.id)
+        }
+        (_, Reader::KaruDefault) => karu(w, target, None),
+        (_, Reader::KaruGap0) => karu(w, target, Some(0)),
+        (_, Reader::OsRanges | Reader::OsRange) => object_store(w, target, reader),
+        (_, Reader::Naive) => naive(w, target, budget),
     };
     let wall = t.elapsed();
     let (cpu1, rss) = usage();
+    if w.kind == Kind::Download {
+        check_file(&w.objects[0].0, w.objects[0].1, &dest);
+    }
     Measured {
         wall,
         cpu: cpu1 - cpu0,
@@ -163,19 +284,13 @@ pub fn run(reader: Reader, w: &Workload, target: &Target, budget: Duration) -> M
 }
 
 fn karu(w: &Workload, target: &Target, gap: Option<u64>) -> usize {
-    let mut config = Config::empty();
-    if let Some(gap) = gap {
-        config
-            .set("KARU_COALESCE_GAP", Some(&gap.to_string()))
-            .expect("a valid gap");
-    }
-    let client = Client::new(&config).expect("a karu client");
+    let client = Client::new(&target.karu_config(gap)).expect("a karu client");
     let objects: Vec<Locator> = w
         .objects
         .iter()
         .map(|(n, _)| Locator::parse(&target.url(n)).expect("a locator"))
         .collect();
-    if let Some((head, tail)) = w.ends {
+    if let Kind::Ends(head, tail) = w.kind {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -221,31 +336,144 @@ fn karu(w: &Workload, target: &Target, gap: Option<u64>) -> usize {
     n
 }
 
-fn object_store(w: &Workload, target: &Target, reader: Reader) -> usize {
-    // A generous timeout: one merged `get_ranges` request can carry a whole GiB at 1 Gbit/s, and
-    // a benchmark run must not be cut by the peer's default 30 s request timeout.
-    let store: Arc<dyn ObjectStore> = Arc::new(
-        object_store::http::HttpBuilder::new()
-            .with_url(target.base.clone())
-            .with_client_options(
-                ClientOptions::new()
-                    .with_allow_http(true)
-                    .with_timeout(Duration::from_secs(600)),
-            )
-            .build()
-            .expect("an object_store HttpStore"),
+/// `Client::download` with its defaults (8 MiB chunks, 8 in flight).
+fn karu_download(w: &Workload, target: &Target, dest: &std::path::Path) -> usize {
+    let client = Client::new(&target.karu_config(None)).expect("a karu client");
+    let object = Locator::parse(&target.url(&w.objects[0].0)).expect("a locator");
+    client
+        .download(&object, dest, DownloadOptions::default())
+        .expect("the download");
+    1
+}
+
+/// One `curl` stream into the file, as a user would fetch a whole object (signed with curl's
+/// own SigV4 on S3).
+fn curl(w: &Workload, target: &Target, dest: &std::path::Path) -> usize {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-s", "--fail", "-o"]).arg(dest);
+    if let Some(s3) = &target.s3 {
+        // curl signs the x-amz- headers it is given, and this one it does not add itself.
+        cmd.arg("--aws-sigv4")
+            .arg(format!("aws:amz:{REGION}:s3"))
+            .arg("--user")
+            .arg(format!("{}:{}", s3.key_id, s3.secret))
+            .args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"]);
+    }
+    let status = cmd
+        .arg(format!("{}{}", target.base, target.path(&w.objects[0].0)))
+        .status()
+        .expect("curl runs");
+    assert!(status.success(), "curl failed: {status}");
+    1
+}
+
+/// object_store's store for `target`: its HTTP store, or its S3 store on the same endpoint,
+/// bucket and keys as karu (path style). A generous timeout: one merged `get_ranges` request
+/// can carry a whole GiB at 1 Gbit/s, and a benchmark run must not be cut by the peer's default
+/// 30 s request timeout.
+pub fn store(target: &Target) -> Arc<dyn ObjectStore> {
+    let options = ClientOptions::new()
+        .with_allow_http(true)
+        .with_timeout(Duration::from_secs(600));
+    match &target.s3 {
+        Some(s3) => Arc::new(
+            AmazonS3Builder::new()
+                .with_endpoint(&target.base)
+                .with_bucket_name(&s3.bucket)
+                .with_region(REGION)
+                .with_access_key_id(&s3.key_id)
+                .with_secret_access_key(&s3.secret)
+                .with_virtual_hosted_style_request(false)
+                .with_client_options(options)
+                .build()
+                .expect("an object_store AmazonS3"),
+        ),
+        None => Arc::new(
+            object_store::http::HttpBuilder::new()
+                .with_url(target.base.clone())
+                .with_client_options(options)
+                .build()
+                .expect("an object_store HttpStore"),
+        ),
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// object_store's single `get` streamed into the file, or (`OsChunks`) a `head` for the size
+/// and then `get_range` chunks of karu's download chunk size at karu's download parallelism,
+/// each written at its offset.
+fn object_store_download(
+    w: &Workload,
+    target: &Target,
+    reader: Reader,
+    dest: &std::path::Path,
+) -> usize {
+    let store = store(target);
+    let path = target.store_path(&w.objects[0].0);
+    runtime().block_on(async {
+        if reader == Reader::OsGet {
+            let mut stream = store.get(&path).await.expect("get").into_stream();
+            let mut file = BufWriter::new(File::create(dest).expect("the destination"));
+            while let Some(chunk) = stream.next().await {
+                file.write_all(&chunk.expect("a chunk")).expect("a write");
+            }
+            file.flush().expect("a flush");
+            return;
+        }
+        let size = store.head(&path).await.expect("head").size;
+        let file = File::create(dest).expect("the destination");
+        file.set_len(size).expect("the destination's size");
+        let (store, path, file) = (&store, &path, &file);
+        futures::stream::iter((0..size.div_ceil(DOWNLOAD_CHUNK)).map(|i| i * DOWNLOAD_CHUNK))
+            .map(|start| async move {
+                let end = (start + DOWNLOAD_CHUNK).min(size);
+                let bytes = store.get_range(path, start..end).await?;
+                file.write_all_at(&bytes, start).expect("a write");
+                Ok::<(), object_store::Error>(())
+            })
+            .buffer_unordered(DOWNLOAD_PARALLELISM as usize)
+            .try_collect::<Vec<()>>()
+            .await
+            .expect("get_range");
+    });
+    1
+}
+
+/// Checks every byte of a downloaded file.
+fn check_file(name: &str, size: u64, path: &std::path::Path) {
+    let mut file = File::open(path).expect("the downloaded file");
+    assert_eq!(
+        file.metadata().expect("metadata").len(),
+        size,
+        "{name}: size"
     );
+    let mut buf = vec![0u8; 8 << 20];
+    let mut offset = 0;
+    while offset < size {
+        let n = file.read(&mut buf).expect("a read");
+        assert!(n > 0, "{name}: short file");
+        if let Err(e) = content::check(name, offset, &buf[..n]) {
+            panic!("{e}");
+        }
+        offset += n as u64;
+    }
+}
+
+fn object_store(w: &Workload, target: &Target, reader: Reader) -> usize {
+    let store = store(target);
     let paths: Vec<Path> = w
         .objects
         .iter()
-        .map(|(n, _)| Path::from(format!("{}{n}", target.prefix)))
+        .map(|(n, _)| target.store_path(n))
         .collect();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    rt.block_on(async {
-        if let Some((head, tail)) = w.ends {
+    runtime().block_on(async {
+        if let Kind::Ends(head, tail) = w.kind {
             let store = &store;
             futures::stream::iter(paths.iter().zip(&w.objects))
                 .map(|(path, (name, size))| async move {
@@ -313,12 +541,12 @@ fn object_store(w: &Workload, target: &Target, reader: Reader) -> usize {
 /// One connection, one GET per read, in order, until the reads or the budget run out.
 fn naive(w: &Workload, target: &Target, budget: Duration) -> usize {
     let t = Instant::now();
-    let mut conn = plain::Conn::open(plain::addr_of(&target.base));
+    let mut conn = plain::Conn::open(plain::addr_of(&target.base), target.s3.as_ref());
     let mut body = Vec::new();
     let mut done = 0;
-    if let Some((head, tail)) = w.ends {
+    if let Kind::Ends(head, tail) = w.kind {
         for (name, size) in &w.objects {
-            let path = format!("/{}{name}", target.prefix);
+            let path = target.path(name);
             conn.get(&path, &format!("0-{}", head - 1), &mut body);
             check(name, 0, &body, head);
             conn.get(&path, &format!("-{tail}"), &mut body);
@@ -333,7 +561,7 @@ fn naive(w: &Workload, target: &Target, budget: Duration) -> usize {
     for &(o, off, len) in &w.reads {
         let name = &w.objects[o].0;
         conn.get(
-            &format!("/{}{name}", target.prefix),
+            &target.path(name),
             &format!("{off}-{}", off + len - 1),
             &mut body,
         );

@@ -129,48 +129,19 @@ pub fn markdown(i: &Input<'_>) -> String {
          Ratios are of median wall times; below 1 karu is faster. LB = ⌈transfers ÷ \
          concurrency⌉ × RTT + fetched bytes ÷ bandwidth; \"own\" is karu's plan, \"best\" the \
          lowest bound of any reader's plan (at that reader's concurrency). ~ marks the naive \
-         reader extrapolated from a time-limited prefix.\n"
+         reader extrapolated from a time-limited prefix. One table per set of readers: the \
+         range workloads, then the download.\n"
     );
-    let _ = writeln!(
-        o,
-        "| server | W | RTT, bandwidth | karu | karu gap 0 | os `get_ranges` | os `get_range` ×64 | naive | LB own | LB best | karu ÷ os `get_ranges` | karu ÷ os `get_range` | karu ÷ naive | karu ÷ LB own | karu ÷ LB best |"
-    );
-    let _ = writeln!(
-        o,
-        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
-    );
-    for k in rows.iter().filter(|r| r.reader == Reader::KaruDefault) {
-        let get = |r: Reader| find(rows, k, r);
-        let wall =
-            |r: Reader| get(r).map_or("–".into(), |x| format!("{}{}", tilde(x), ms(x.wall())));
-        let best = Reader::ALL
-            .iter()
-            .filter_map(|&r| get(r))
-            .map(|x| x.bound)
-            .min()
-            .unwrap_or(k.bound);
-        let vs = |r: Reader| get(r).map_or("–".into(), |x| ratio(k.wall(), x.wall()));
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            k.server,
-            k.workload,
-            k.profile.label(),
-            ms(k.wall()),
-            wall(Reader::KaruGap0),
-            wall(Reader::OsRanges),
-            wall(Reader::OsRange),
-            wall(Reader::Naive),
-            ms(k.bound),
-            ms(best),
-            vs(Reader::OsRanges),
-            vs(Reader::OsRange),
-            vs(Reader::Naive),
-            ratio(k.wall(), k.bound),
-            ratio(k.wall(), best),
-        );
+    let mut sets: Vec<&[Reader]> = Vec::new();
+    for w in i.workloads {
+        let set = Reader::for_kind(w.kind);
+        if !sets.contains(&set) {
+            sets.push(set);
+        }
     }
-
+    for set in sets {
+        o.push_str(&headline(rows, i.workloads, set));
+    }
     o.push_str(&targets(rows));
 
     let _ = writeln!(
@@ -213,6 +184,76 @@ pub fn markdown(i: &Input<'_>) -> String {
             cpu / (r.requested as f64 / 1e9),
             median(&r.rss_kib) as f64 / 1024.0,
             ms(r.bound),
+        );
+    }
+    o
+}
+
+/// The headline table of the workloads that `readers` run: every reader's wall, karu ÷ each
+/// peer (karu's own gap-0 variant is shown, not divided by) and karu ÷ the bounds.
+fn headline(rows: &[Row], workloads: &[Workload], readers: &[Reader]) -> String {
+    let mut o = String::new();
+    let ids: Vec<char> = workloads
+        .iter()
+        .filter(|w| Reader::for_kind(w.kind) == readers)
+        .map(|w| w.id)
+        .collect();
+    let others = &readers[1..];
+    let peers: Vec<Reader> = others
+        .iter()
+        .copied()
+        .filter(|&r| r != Reader::KaruGap0)
+        .collect();
+    let mut head = String::from("\n| server | W | RTT, bandwidth | karu |");
+    let mut rule = String::from("\n|---|---|---|--:|");
+    for r in others {
+        let _ = write!(head, " {} |", r.short());
+        rule.push_str("--:|");
+    }
+    head.push_str(" LB own | LB best |");
+    rule.push_str("--:|--:|");
+    for r in &peers {
+        let _ = write!(head, " karu ÷ {} |", r.short());
+        rule.push_str("--:|");
+    }
+    head.push_str(" karu ÷ LB own | karu ÷ LB best |");
+    rule.push_str("--:|--:|");
+    o.push_str(&head);
+    o.push_str(&rule);
+    o.push('\n');
+    for k in rows
+        .iter()
+        .filter(|r| r.reader == Reader::KaruDefault && ids.contains(&r.workload))
+    {
+        let get = |r: Reader| find(rows, k, r);
+        let best = readers
+            .iter()
+            .filter_map(|&r| get(r))
+            .map(|x| x.bound)
+            .min()
+            .unwrap_or(k.bound);
+        let _ = write!(
+            o,
+            "| {} | {} | {} | {} |",
+            k.server,
+            k.workload,
+            k.profile.label(),
+            ms(k.wall())
+        );
+        for &r in others {
+            let cell = get(r).map_or("–".into(), |x| format!("{}{}", tilde(x), ms(x.wall())));
+            let _ = write!(o, " {cell} |");
+        }
+        let _ = write!(o, " {} | {} |", ms(k.bound), ms(best));
+        for &r in &peers {
+            let cell = get(r).map_or("–".into(), |x| ratio(k.wall(), x.wall()));
+            let _ = write!(o, " {cell} |");
+        }
+        let _ = writeln!(
+            o,
+            " {} | {} |",
+            ratio(k.wall(), k.bound),
+            ratio(k.wall(), best)
         );
     }
     o
@@ -315,27 +356,62 @@ fn targets(rows: &[Row]) -> String {
     );
     let _ = writeln!(
         o,
-        "| server | W | karu | karu gap 0 | os `get_ranges` | os `get_range` | karu ≤ both os |"
+        "| server | W | karu | other readers (CPU s per GB) | karu ≤ every object_store reader |"
     );
-    let _ = writeln!(o, "|---|---|--:|--:|--:|--:|:-:|");
+    let _ = writeln!(o, "|---|---|--:|---|:-:|");
     for k in rows.iter().filter(|r| {
         r.reader == Reader::KaruDefault && r.profile.rtt_ms == 0 && r.profile.cap.is_none()
     }) {
         let per = |x: &Row| median(&x.cpu) / (x.requested as f64 / 1e9);
-        let c = |r: Reader| find(rows, k, r).map(per);
         let karu = per(k);
-        let os = [c(Reader::OsRanges), c(Reader::OsRange)];
-        let ok = os.iter().flatten().all(|v| karu <= *v);
-        let f = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.2}"));
+        let others: Vec<(Reader, f64)> = Reader::ALL[1..]
+            .iter()
+            .filter_map(|&r| find(rows, k, r).map(|x| (r, per(x))))
+            .collect();
+        let ok = others
+            .iter()
+            .filter(|(r, _)| r.is_object_store())
+            .all(|(_, v)| karu <= *v);
+        let list: Vec<String> = others
+            .iter()
+            .map(|(r, v)| format!("{} {v:.2}", r.short()))
+            .collect();
         let _ = writeln!(
             o,
-            "| {} | {} | {karu:.2} | {} | {} | {} | {} |",
+            "| {} | {} | {karu:.2} | {} | {} |",
             k.server,
             k.workload,
-            f(c(Reader::KaruGap0)),
-            f(os[0]),
-            f(os[1]),
+            list.join(" · "),
             if ok { "yes" } else { "**no**" }
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\n5. D (the issue sets no target): karu's download rate against one stream and the \
+         chunked peer, and against its bound.\n"
+    );
+    let _ = writeln!(
+        o,
+        "| server | RTT, bandwidth | karu MB/s | curl MB/s | os `get` MB/s | os chunks MB/s | karu ÷ curl (time) | karu ÷ LB own |"
+    );
+    let _ = writeln!(o, "|---|---|--:|--:|--:|--:|--:|--:|");
+    for k in rows
+        .iter()
+        .filter(|r| r.reader == Reader::KaruDefault && r.workload == 'D')
+    {
+        let rate = |x: &Row| format!("{:.0}", x.requested as f64 / x.wall().as_secs_f64() / 1e6);
+        let of = |r: Reader| find(rows, k, r).map_or("–".into(), rate);
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            k.server,
+            k.profile.label(),
+            rate(k),
+            of(Reader::Curl),
+            of(Reader::OsGet),
+            of(Reader::OsChunks),
+            find(rows, k, Reader::Curl).map_or("–".into(), |x| ratio(k.wall(), x.wall())),
+            ratio(k.wall(), k.bound),
         );
     }
     o

@@ -1,16 +1,22 @@
 //! The servers the readers read from, and their server-side counts of requests, bytes and
-//! connections (never the client's own counters: a reader could under-report).
+//! connections (never the client's own counters: a reader could under-report). The S3 emulator
+//! keeps no log, so its counts come from the latency proxy always put in front of it, which
+//! parses the HTTP/1.1 it forwards.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use karu_testkit::RangeServer;
 use karu_testkit::server::Logged;
+use karu_testkit::{LatencyProxy, RangeServer, content};
+use object_store::ObjectStoreExt as _;
 
 use crate::plain;
+use crate::readers::{self, Target};
+use crate::sigv4::S3Access;
 use crate::workload::{MIB, Workload};
+use crate::{GBIT, Profile};
 
 pub struct Counted {
     pub requests: u64,
@@ -29,12 +35,38 @@ pub enum Server {
         /// Set when this program started nginx (and so stops it).
         env_file: Option<PathBuf>,
     },
+    /// s3s-fs (strict SigV4), reached path style.
+    S3 {
+        base: String,
+        access: S3Access,
+        sizes: HashMap<String, u64>,
+        /// Set when this program started it with `scripts/s3.sh` (and so stops it).
+        env_file: Option<PathBuf>,
+    },
 }
 
 /// Where a count starts.
 pub enum Mark {
     Testkit(u64),
     Nginx(u64),
+    /// The proxy's requests, response body bytes and connections.
+    Proxy(u64, u64, u64),
+}
+
+/// The `export NAME=value` lines of a start script's env file.
+fn read_env(file: &Path) -> Result<HashMap<String, String>, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.trim_start_matches("export ").split_once('='))
+        .map(|(k, v)| (k.to_string(), v.trim_matches(['"', '\'']).to_string()))
+        .collect())
+}
+
+/// The workloads the S3 rows run: all but S, whose question (what the planner's coalescing
+/// costs) does not depend on the server, and whose 1 GiB object would only lengthen the upload.
+pub fn on_s3(w: &Workload) -> bool {
+    w.id != 'S'
 }
 
 impl Server {
@@ -107,15 +139,11 @@ impl Server {
         if !status.success() {
             return Err(format!("scripts/nginx.sh start: {status}"));
         }
-        let text = std::fs::read_to_string(&env_file).map_err(|e| e.to_string())?;
-        let get = |k: &str| {
-            text.lines()
-                .filter_map(|l| l.trim_start_matches("export ").split_once('='))
-                .find(|(key, _)| *key == k)
-                .map(|(_, v)| v.trim_matches(['"', '\'']).to_string())
-        };
-        let (Some(url), Some(dir)) = (get("KARU_TEST_NGINX_URL"), get("KARU_TEST_NGINX_DIR"))
-        else {
+        let env = read_env(&env_file)?;
+        let (Some(url), Some(dir)) = (
+            env.get("KARU_TEST_NGINX_URL"),
+            env.get("KARU_TEST_NGINX_DIR"),
+        ) else {
             return Err(format!("{} lacks the nginx endpoints", env_file.display()));
         };
         Ok(Some(Server::Nginx {
@@ -125,44 +153,146 @@ impl Server {
         }))
     }
 
-    pub fn stop(self) {
-        if let Server::Nginx {
-            env_file: Some(env_file),
-            ..
-        } = self
-        {
-            let _ = Command::new("bash")
-                .arg(crate::repo_root().join("scripts/nginx.sh"))
-                .arg("stop")
+    /// s3s-fs from `KARU_TEST_S3S_URL` and its keys and bucket if set, else started with
+    /// `scripts/s3.sh`; then the objects of the workloads that run on it are uploaded (through
+    /// object_store, which s3s-fs then serves with a stored ETag) unless already there.
+    pub fn s3(workloads: &[Workload]) -> Result<Server, String> {
+        const VARS: [&str; 4] = [
+            "KARU_TEST_S3S_URL",
+            "KARU_TEST_S3S_ACCESS_KEY_ID",
+            "KARU_TEST_S3S_SECRET_ACCESS_KEY",
+            "KARU_TEST_S3_BUCKET",
+        ];
+        let given: HashMap<String, String> = VARS
+            .iter()
+            .filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?)))
+            .collect();
+        let (env, env_file) = if given.len() == VARS.len() {
+            (given, None)
+        } else {
+            let script = crate::repo_root().join("scripts/s3.sh");
+            if !script.exists() {
+                return Err("scripts/s3.sh is not in this checkout".into());
+            }
+            let env_file =
+                std::env::temp_dir().join(format!("karu-bench-s3-{}.env", std::process::id()));
+            eprintln!("starting the S3 emulators (scripts/s3.sh)");
+            let status = Command::new("bash")
+                .arg(&script)
+                .arg("start")
                 .arg(&env_file)
-                .status();
-            let _ = std::fs::remove_file(env_file);
+                .status()
+                .map_err(|e| format!("scripts/s3.sh: {e}"))?;
+            if !status.success() {
+                return Err(format!("scripts/s3.sh start: {status}"));
+            }
+            (read_env(&env_file)?, Some(env_file))
+        };
+        let var = |k: &str| {
+            env.get(k)
+                .cloned()
+                .ok_or_else(|| format!("the S3 env file lacks {k}"))
+        };
+        let server = Server::S3 {
+            base: var(VARS[0])?.trim_end_matches('/').to_string(),
+            access: S3Access {
+                key_id: var(VARS[1])?,
+                secret: var(VARS[2])?,
+                bucket: var(VARS[3])?,
+            },
+            sizes: workloads
+                .iter()
+                .filter(|w| on_s3(w))
+                .flat_map(|w| w.objects.iter().cloned())
+                .collect(),
+            env_file,
+        };
+        // On an error, dropping the server stops what was started.
+        server.upload()?;
+        Ok(server)
+    }
+
+    /// Puts every object the S3 rows read that is not there yet with its size.
+    fn upload(&self) -> Result<(), String> {
+        let Server::S3 { sizes, .. } = self else {
+            unreachable!("only the S3 server is uploaded to")
+        };
+        let store = readers::store(&self.target(self.base()));
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(async {
+            for (name, &size) in sizes {
+                let path = object_store::path::Path::from(name.as_str());
+                if store.head(&path).await.is_ok_and(|m| m.size == size) {
+                    continue;
+                }
+                eprintln!("uploading {name} ({} MiB) to s3s-fs", size / MIB);
+                let data = content::bytes(name, 0, size as usize);
+                store
+                    .put(&path, data.into())
+                    .await
+                    .map_err(|e| format!("upload of {name}: {e}"))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Whether this server runs `w` under `profile`. The test kit server carries the full
+    /// matrix; the whole matrix again for each other server would not fit the run-time
+    /// budget, so nginx and s3s-fs run the uncapped profiles at 0 and 20 ms, and s3s-fs also
+    /// the 1 Gbit/s one at 20 ms; in quick mode s3s-fs runs RTT 0 only (its start and upload
+    /// already take a share of the two minutes).
+    pub fn runs(&self, w: &Workload, profile: Profile, quick: bool) -> bool {
+        let at = |rtt_ms, cap| profile == Profile { rtt_ms, cap };
+        match self {
+            Server::Testkit { .. } => true,
+            Server::Nginx { .. } => at(0, None) || at(20, None),
+            Server::S3 { .. } => {
+                on_s3(w) && (at(0, None) || !quick && (at(20, None) || at(20, Some(GBIT))))
+            }
         }
     }
 
-    pub fn is_nginx(&self) -> bool {
-        matches!(self, Server::Nginx { .. })
+    /// Whether every request must go through a proxy, which then does the counting.
+    pub fn counted_by_proxy(&self) -> bool {
+        matches!(self, Server::S3 { .. })
     }
 
     pub fn name(&self) -> &'static str {
         match self {
             Server::Testkit { .. } => "testkit",
             Server::Nginx { .. } => "nginx",
+            Server::S3 { .. } => "s3s-fs",
         }
     }
 
-    /// The path before an object's name.
-    pub fn prefix(&self) -> &'static str {
+    /// The readers' view of this server's objects when its requests go to `base`.
+    pub fn target(&self, base: String) -> Target {
         match self {
-            Server::Testkit { .. } => "ok/",
-            Server::Nginx { .. } => "",
+            Server::Testkit { .. } => Target {
+                base,
+                prefix: "ok/".into(),
+                s3: None,
+            },
+            Server::Nginx { .. } => Target {
+                base,
+                prefix: String::new(),
+                s3: None,
+            },
+            Server::S3 { access, .. } => Target {
+                base,
+                prefix: String::new(),
+                s3: Some(access.clone()),
+            },
         }
     }
 
     pub fn base(&self) -> String {
         match self {
             Server::Testkit { server, .. } => format!("http://{}", server.addr()),
-            Server::Nginx { base, .. } => base.clone(),
+            Server::Nginx { base, .. } | Server::S3 { base, .. } => base.clone(),
         }
     }
 
@@ -174,7 +304,9 @@ impl Server {
     /// `base` (256 MiB in 8 MiB ranges, best of two).
     pub fn measure_bandwidth(&self, base: &str) -> f64 {
         let (name, size) = match self {
-            Server::Testkit { sizes, .. } => sizes.iter().max_by_key(|e| e.1),
+            Server::Testkit { sizes, .. } | Server::S3 { sizes, .. } => {
+                sizes.iter().max_by_key(|e| e.1)
+            }
             Server::Nginx { .. } => None,
         }
         .map(|(n, s)| (n.clone(), *s))
@@ -183,10 +315,12 @@ impl Server {
         let ranges: Vec<(u64, u64)> = (0..32)
             .map(|i| ((i * chunk) % (size / chunk).max(1) * chunk, chunk.min(size)))
             .collect();
-        let target = format!("/{}{name}", self.prefix());
+        let target = self.target(base.to_string());
+        let path = target.path(&name);
         (0..2)
             .map(|_| {
-                let (wall, bytes) = plain::parallel(plain::addr_of(base), &target, &ranges, 16);
+                let (wall, bytes) =
+                    plain::parallel(plain::addr_of(base), &path, &ranges, 16, target.s3.as_ref());
                 bytes as f64 / wall.as_secs_f64()
             })
             .fold(0.0, f64::max)
@@ -204,8 +338,13 @@ impl Server {
             .expect("a file")
     }
 
-    pub fn begin(&self) -> Mark {
+    /// Starts a count; `proxy` is the one in front of the server for this profile.
+    pub fn begin(&self, proxy: Option<&LatencyProxy>) -> Mark {
         match self {
+            Server::S3 { .. } => {
+                let p = proxy.expect("s3s-fs is always behind a proxy");
+                Mark::Proxy(p.requests(), p.response_body_bytes(), p.connections())
+            }
             Server::Testkit { server, .. } => {
                 server.clear_log();
                 Mark::Testkit(server.connections_accepted())
@@ -216,8 +355,16 @@ impl Server {
         }
     }
 
-    pub fn end(&self, mark: Mark) -> Counted {
+    pub fn end(&self, mark: Mark, proxy: Option<&LatencyProxy>) -> Counted {
         match (self, mark) {
+            (Server::S3 { .. }, Mark::Proxy(r, b, c)) => {
+                let p = proxy.expect("s3s-fs is always behind a proxy");
+                Counted {
+                    requests: p.requests() - r,
+                    bytes: p.response_body_bytes() - b,
+                    conns: p.connections() - c,
+                }
+            }
             (Server::Testkit { server, sizes }, Mark::Testkit(c0)) => {
                 let log = server.log();
                 let bytes = log.iter().map(|l| served(l, sizes)).sum();
@@ -257,6 +404,27 @@ impl Server {
             }
             _ => unreachable!("a mark from another server"),
         }
+    }
+}
+
+/// Stops the servers this program started, also when it panics.
+impl Drop for Server {
+    fn drop(&mut self) {
+        let (script, env_file) = match self {
+            Server::Nginx {
+                env_file: Some(f), ..
+            } => ("scripts/nginx.sh", f),
+            Server::S3 {
+                env_file: Some(f), ..
+            } => ("scripts/s3.sh", f),
+            _ => return,
+        };
+        let _ = Command::new("bash")
+            .arg(crate::repo_root().join(script))
+            .arg("stop")
+            .arg(&*env_file)
+            .status();
+        let _ = std::fs::remove_file(env_file);
     }
 }
 

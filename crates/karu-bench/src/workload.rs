@@ -11,26 +11,38 @@ pub struct Workload {
     pub title: String,
     /// (name, size); the name is both the path on the server and the content name.
     pub objects: Vec<(String, u64)>,
-    /// (object index, offset, length).
+    /// (object index, offset, length); empty unless `kind` is [`Kind::Reads`].
     pub reads: Vec<(usize, u64, u64)>,
-    /// For E: every object is opened by its first and last bytes (head, tail) instead of `reads`.
-    pub ends: Option<(u64, u64)>,
+    pub kind: Kind,
+}
+
+/// What a workload asks of its objects, which decides the readers that can run it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The listed reads, as one batch.
+    Reads,
+    /// E: every object is opened by its first and last bytes (head, tail).
+    Ends(u64, u64),
+    /// D: the one object, whole, into a local file.
+    Download,
 }
 
 impl Workload {
     /// Bytes the caller asked for.
     pub fn requested(&self) -> u64 {
-        match self.ends {
-            Some((h, t)) => self.objects.iter().map(|(_, s)| (h + t).min(*s)).sum(),
-            None => self.reads.iter().map(|r| r.2).sum(),
+        match self.kind {
+            Kind::Reads => self.reads.iter().map(|r| r.2).sum(),
+            Kind::Ends(h, t) => self.objects.iter().map(|(_, s)| (h + t).min(*s)).sum(),
+            Kind::Download => self.objects.iter().map(|(_, s)| s).sum(),
         }
     }
 
-    /// Number of reads (for E, two per object: head and tail).
+    /// Number of reads (for E, two per object: head and tail; for D, one).
     pub fn count(&self) -> usize {
-        match self.ends {
-            Some(_) => 2 * self.objects.len(),
-            None => self.reads.len(),
+        match self.kind {
+            Kind::Reads => self.reads.len(),
+            Kind::Ends(..) => 2 * self.objects.len(),
+            Kind::Download => 1,
         }
     }
 }
@@ -38,53 +50,52 @@ impl Workload {
 /// Size knobs: the issue's figures in a full run, smaller ones in quick mode.
 #[derive(Clone, Copy)]
 pub struct Scale {
+    /// How the parent names this scale to its children.
+    pub name: &'static str,
     pub random_reads: usize,
     pub sparse_reads: u64,
     pub columns: usize,
     pub ends_objects: usize,
+    pub download_bytes: u64,
 }
 
 impl Scale {
     /// The issue's figures (`--issue-scale`).
     pub const ISSUE: Scale = Scale {
+        name: "issue",
         random_reads: 10_000,
         sparse_reads: 1_000,
         columns: 200,
         ends_objects: 100,
+        download_bytes: GIB,
     };
-    /// A full run's default: the issue's R, H and E; S and C cut to a quarter of their bytes
-    /// (250 reads, 50 chunks) so that the whole matrix, 1 Gbit/s profiles included, fits in
-    /// about ten minutes on two shared cores. Their shapes (stride, chunk and gap sizes) are
-    /// unchanged, so the per-transfer behaviour is the same; only the batch is shorter.
+    /// A full run's default: the issue's R, H and E; S, C and D cut to a quarter of their bytes
+    /// (250 reads, 50 chunks, 256 MiB) so that the whole matrix, 1 Gbit/s profiles included,
+    /// fits in a quarter of an hour on two shared cores. Their shapes (stride, chunk and gap
+    /// sizes; D's 8 MiB chunks) are unchanged, so the per-transfer behaviour is the same; only
+    /// the batch is shorter.
     pub const FULL: Scale = Scale {
+        name: "full",
         random_reads: 10_000,
         sparse_reads: 250,
         columns: 50,
         ends_objects: 100,
+        download_bytes: 256 * MIB,
     };
     pub const QUICK: Scale = Scale {
+        name: "quick",
         random_reads: 1_000,
         sparse_reads: 100,
         columns: 20,
         ends_objects: 20,
+        download_bytes: 32 * MIB,
     };
-}
-
-impl Scale {
-    pub fn name(self) -> &'static str {
-        match self.columns {
-            20 => "quick",
-            50 => "full",
-            _ => "issue",
-        }
-    }
 
     pub fn by_name(name: &str) -> Scale {
-        match name {
-            "quick" => Scale::QUICK,
-            "full" => Scale::FULL,
-            _ => Scale::ISSUE,
-        }
+        [Scale::QUICK, Scale::FULL, Scale::ISSUE]
+            .into_iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("unknown scale {name}"))
     }
 }
 
@@ -106,7 +117,7 @@ impl Rng {
     }
 }
 
-pub const IDS: [char; 5] = ['R', 'S', 'C', 'H', 'E'];
+pub const IDS: [char; 6] = ['R', 'S', 'C', 'H', 'E', 'D'];
 
 pub fn workload(id: char, scale: Scale) -> Workload {
     let one = |name: &str, size: u64| vec![(format!("karu-bench-{name}.bin"), size)];
@@ -124,7 +135,7 @@ pub fn workload(id: char, scale: Scale) -> Workload {
                 ),
                 objects: one("R", GIB),
                 reads,
-                ends: None,
+                kind: Kind::Reads,
             }
         }
         'S' => Workload {
@@ -134,7 +145,7 @@ pub fn workload(id: char, scale: Scale) -> Workload {
             reads: (0..scale.sparse_reads)
                 .map(|i| (0, i * MIB, 64 * KIB))
                 .collect(),
-            ends: None,
+            kind: Kind::Reads,
         },
         'C' => {
             // Parquet-like: column chunks laid end to end with small gaps (page indexes, other
@@ -156,7 +167,7 @@ pub fn workload(id: char, scale: Scale) -> Workload {
                 // Room for a footer after the last chunk, as in a Parquet file.
                 objects: one("C", at + MIB),
                 reads,
-                ends: None,
+                kind: Kind::Reads,
             }
         }
         'H' => {
@@ -180,7 +191,7 @@ pub fn workload(id: char, scale: Scale) -> Workload {
                 title: "780 chunks of ~56 KiB in 15 clusters over 48 MB".into(),
                 objects: one("H", end.max(span) + MIB),
                 reads,
-                ends: None,
+                kind: Kind::Reads,
             }
         }
         'E' => Workload {
@@ -193,7 +204,17 @@ pub fn workload(id: char, scale: Scale) -> Workload {
                 .map(|i| (format!("karu-bench-E{i}.bin"), 4 * MIB))
                 .collect(),
             reads: Vec::new(),
-            ends: Some((64 * KIB, 64 * KIB)),
+            kind: Kind::Ends(64 * KIB, 64 * KIB),
+        },
+        'D' => Workload {
+            id,
+            title: format!(
+                "download of one {} MiB object to a local file",
+                scale.download_bytes / MIB
+            ),
+            objects: one("D", scale.download_bytes),
+            reads: Vec::new(),
+            kind: Kind::Download,
         },
         _ => panic!("unknown workload {id}"),
     }

@@ -22,6 +22,7 @@ mod endpoint;
 pub mod gce_metadata;
 pub mod google_token;
 pub mod hub;
+mod http_meter;
 pub mod imds;
 pub mod keys;
 pub mod microsoft_token;

@@ -12,6 +12,9 @@
 //!   caps all directions of all connections together (bytes per second, paced in small slices).
 //! * **Closing.** An end of stream is forwarded (half-close) after the delay; a reset (RST) read
 //!   on one side is forwarded as a reset of the other side after the delay.
+//! * **Counting.** Besides connections and raw bytes, the proxy parses plain HTTP/1.1 as it
+//!   passes and counts requests and response body bytes, so that a server without a log can be
+//!   measured (see [`LatencyProxy::requests`]).
 //!
 //! The proxy runs on its own thread and runtime and stops when dropped.
 
@@ -28,6 +31,7 @@ use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::time::Instant;
 
 use crate::background::Background;
+use crate::http_meter::{Meter, Totals};
 
 /// Settings of a [`LatencyProxy`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -68,6 +72,7 @@ struct Shared {
     connections: AtomicU64,
     to_target: AtomicU64,
     to_client: AtomicU64,
+    http: Arc<Totals>,
     total: Option<Mutex<Pacer>>,
 }
 
@@ -89,6 +94,7 @@ impl LatencyProxy {
             connections: AtomicU64::new(0),
             to_target: AtomicU64::new(0),
             to_client: AtomicU64::new(0),
+            http: Arc::default(),
             total: opts.rate_total.map(|r| Mutex::new(Pacer::new(r))),
         });
         let sh = shared.clone();
@@ -130,6 +136,18 @@ impl LatencyProxy {
     pub fn bytes_to_client(&self) -> u64 {
         self.shared.to_client.load(Ordering::SeqCst)
     }
+
+    /// HTTP/1.1 requests forwarded to the target so far, counted from their heads. Connections
+    /// that carry anything else (TLS, HTTP/2) are not counted.
+    pub fn requests(&self) -> u64 {
+        self.shared.http.requests.load(Ordering::SeqCst)
+    }
+
+    /// Response body bytes written to clients so far: what `Content-Length` or chunked framing
+    /// delimits (chunked bodies decoded), without heads; nothing for `HEAD` requests.
+    pub fn response_body_bytes(&self) -> u64 {
+        self.shared.http.body_bytes.load(Ordering::SeqCst)
+    }
 }
 
 impl std::fmt::Debug for LatencyProxy {
@@ -166,8 +184,9 @@ async fn connection(client: TcpStream, shared: Arc<Shared>) {
     let abort = Arc::new(Notify::new());
     let (cr, cw) = client.into_split();
     let (ur, uw) = upstream.into_split();
-    let up = direction(cr, uw, shared.clone(), abort.clone(), true);
-    let down = direction(ur, cw, shared.clone(), abort.clone(), false);
+    let (requests, responses) = Meter::pair(&shared.http);
+    let up = direction(cr, uw, shared.clone(), abort.clone(), requests, true);
+    let down = direction(ur, cw, shared.clone(), abort.clone(), responses, false);
     tokio::select! {
         _ = async { tokio::join!(up, down) } => {}
         _ = abort.notified() => {}
@@ -191,6 +210,7 @@ async fn direction(
     mut wr: OwnedWriteHalf,
     shared: Arc<Shared>,
     abort: Arc<Notify>,
+    mut meter: Meter,
     to_target: bool,
 ) {
     let delay = shared.opts.delay;
@@ -205,6 +225,12 @@ async fn direction(
                 let msg = match rd.read_buf(&mut buf).await {
                     Ok(0) => Msg::Eof,
                     Ok(n) => {
+                        // Acknowledge at once: a peer that leaves Nagle's algorithm on (s3s-fs
+                        // does) would otherwise hold its last small segment until our delayed
+                        // ACK, 40 ms per response on loopback. Linux leaves the mode as it
+                        // goes (a write puts the socket back to delaying), so it is set again
+                        // after every read and every write.
+                        let _ = rd.as_ref().set_quickack(true);
                         match budget.acquire_many(n as u32).await {
                             Ok(p) => p.forget(),
                             Err(_) => return,
@@ -234,9 +260,16 @@ async fn direction(
             &shared.to_client
         };
         while let Some((due, msg)) = rx.recv().await {
-            tokio::time::sleep_until(due).await;
+            // Without a delay the proxy only counts: no timer, whose millisecond tick would
+            // add up to a millisecond per chunk.
+            if !delay.is_zero() {
+                tokio::time::sleep_until(due).await;
+            }
             match msg {
                 Msg::Data(data) => {
+                    // Counted before it is written, so a client holding a response knows the
+                    // counts include it.
+                    meter.feed(&data);
                     for part in data.chunks(slice) {
                         let now = Instant::now();
                         let mut at = now;
@@ -262,6 +295,7 @@ async fn direction(
                             abort.notify_one();
                             return;
                         }
+                        let _ = wr.as_ref().set_quickack(true);
                         counter.fetch_add(part.len() as u64, Ordering::SeqCst);
                     }
                     budget.add_permits(data.len());

@@ -152,3 +152,28 @@ fn unreachable_target_closes_client() {
     }
     assert_eq!(p.connections(), 1);
 }
+
+#[test]
+fn counts_requests_and_response_bodies() {
+    let s = RangeServer::start();
+    let p = delayed(&s, 1);
+    let mut c = Raw::connect(p.addr());
+    let r = c.request("GET", "/ok/meter?size=5000", &[("Range", "bytes=10-109")]);
+    content::check("meter", 10, &r.body).unwrap();
+    let r = c.request("HEAD", "/ok/meter?size=5000", &[]);
+    assert_eq!(r.content_length(), Some(5000));
+    let r = c.request("GET", "/ok/meter?size=5000", &[]);
+    assert_eq!(r.body.len(), 5000);
+    let r = raw(
+        p.addr(),
+        "GET",
+        "/ok/meter?size=5000",
+        &[("Range", "bytes=-7")],
+    );
+    content::check("meter", 4993, &r.body).unwrap();
+    // The client has every body, so the proxy has counted it.
+    assert_eq!(p.requests(), 4);
+    assert_eq!(p.response_body_bytes(), 100 + 5000 + 7);
+    assert_eq!(s.log().len(), 4);
+    assert!(p.bytes_to_client() > p.response_body_bytes());
+}
