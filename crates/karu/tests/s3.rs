@@ -18,7 +18,7 @@ use karu::{
     BatchStats, Client, Config, Credentials, CredentialsKind, CredentialsProvider, Locator, Read,
     Status,
 };
-use karu_testkit::{RegionHint, S3Responder, content};
+use karu_testkit::{ContainerServer, RegionHint, S3Responder, content};
 
 /// One emulator: its path-style endpoint and its access key.
 struct Server {
@@ -627,5 +627,71 @@ fn signing_without_credentials_names_the_fixes() {
     assert!(
         server.requests().is_empty(),
         "nothing is sent without credentials"
+    );
+}
+
+/// Native container credentials through the cache: concurrent transfers share one credential
+/// call, values are reloaded in the last part of their lifetime, and an `ExpiredToken`
+/// rejection invalidates them once (counted in `credential_refreshes`, not as a retry).
+#[test]
+fn container_credentials_are_shared_reloaded_before_expiry_and_refreshed_once() {
+    let server = S3Responder::start();
+    for i in 0..16 {
+        server.put("bkt", &format!("obj-{i}.bin"), 5000);
+    }
+    let ecs = ContainerServer::start(None, 2);
+    ecs.set_delay(std::time::Duration::from_millis(300));
+    let mut config = Config::empty();
+    config
+        .set("AWS_S3_ENDPOINT", Some(&server.endpoint()))
+        .unwrap()
+        .set("AWS_CONTAINER_CREDENTIALS_FULL_URI", Some(&ecs.url()))
+        .unwrap();
+    let client = Client::new(&config).unwrap();
+    let read_each = |client: &Client| {
+        let objects: Vec<Locator> = (0..16)
+            .map(|i| s3("bkt", &format!("obj-{i}.bin")))
+            .collect();
+        let reads = objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| Read::new(o, 100, 50).tag(i as u64))
+            .collect();
+        let batch = client.submit(reads).unwrap();
+        for done in &batch {
+            let name = format!("obj-{}.bin", done.tag);
+            assert!(done.result.is_ok(), "{name}: {:?}", done.result);
+            content::check(&name, 100, done.bytes()).unwrap();
+        }
+        batch.stats()
+    };
+    // Sixteen transfers, four credential workers, one cold scope: one call.
+    read_each(&client);
+    assert_eq!(ecs.requests(), 1);
+    let first = ecs.issued()[0].session_token.clone();
+    assert!(
+        server
+            .requests()
+            .iter()
+            .all(|r| r.session_token.as_deref() == Some(&first))
+    );
+    // Two-second keys are reused for one second (the minimum margin), then reloaded.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    read_each(&client);
+    assert_eq!(ecs.requests(), 2);
+    let second = ecs.issued()[1].session_token.clone();
+    assert_eq!(
+        server.requests().last().unwrap().session_token.as_deref(),
+        Some(second.as_str())
+    );
+    // The server rejects the current token: one refresh, then success with the next keys.
+    ecs.set_lifetime(3600);
+    server.expire_token(&second);
+    let stats = read_each(&client);
+    assert_eq!(ecs.requests(), 3, "one reload after the rejection");
+    assert_eq!(
+        (stats.retries, stats.credential_refreshes > 0),
+        (0, true),
+        "{stats}"
     );
 }

@@ -134,27 +134,43 @@ impl CredentialCache {
         })
     }
 
-    /// Forgets what serves `locator` (after the server rejected it as expired), including
-    /// a lookup in flight, whose late result is then not stored.
-    pub(crate) fn invalidate(&self, settings: &Settings, locator: &Locator) {
+    /// Forgets `rejected`, the value a server refused for `locator` as expired, together
+    /// with a lookup in flight for it, whose late result is then not stored. A value already
+    /// replaced is left alone: when many transfers are rejected at once, the first refresh
+    /// serves them all instead of each one throwing away the last one's result.
+    pub(crate) fn invalidate(
+        &self,
+        settings: &Settings,
+        locator: &Locator,
+        rejected: &Arc<Resolved>,
+    ) {
         let Some(kind) = super::kind_of(locator.backend()) else {
             return;
         };
         let path = locator.identity();
         let mut st = self.lock();
-        let scopes = if settings.credentials_provider(kind).is_some() {
-            st.custom
-                .retain(|(k, prefix, _)| !(*k == kind && prefix_matches(prefix, path)));
-            vec![Scope::Custom(kind, path.to_owned())]
+        let (scope, removed) = if settings.credentials_provider(kind).is_some() {
+            let before = st.custom.len();
+            st.custom.retain(|(k, prefix, e)| {
+                !(*k == kind && prefix_matches(prefix, path) && Arc::ptr_eq(&e.value, rejected))
+            });
+            (
+                Scope::Custom(kind, path.to_owned()),
+                st.custom.len() < before,
+            )
         } else {
             let scope = native_scope(kind, settings, path);
-            st.native.remove(&scope);
-            vec![scope]
-        };
-        for scope in scopes {
-            if let Some(f) = st.flights.get_mut(&scope) {
-                f.stale = true;
+            let holds = st
+                .native
+                .get(&scope)
+                .is_some_and(|e| Arc::ptr_eq(&e.value, rejected));
+            if holds {
+                st.native.remove(&scope);
             }
+            (scope, holds)
+        };
+        if removed && let Some(f) = st.flights.get_mut(&scope) {
+            f.stale = true;
         }
     }
 
@@ -694,28 +710,53 @@ mod tests {
         );
     }
 
+    fn signed(auth: Auth) -> Arc<Resolved> {
+        match auth {
+            Auth::Signed(r) => r,
+            other => panic!("not signed: {other:?}"),
+        }
+    }
+
     #[test]
-    fn invalidation_drops_entries_and_overtaken_lookups() {
+    fn invalidation_drops_only_the_rejected_value() {
+        let cache = cache();
+        let provider = Counting::new(Some("s3://b"));
+        let settings = settings_with(provider.clone());
+        let l = at("s3://b/k");
+        let first = signed(cache.resolve(&settings, &l, None).unwrap());
+        cache.invalidate(&settings, &l, &first);
+        let second = signed(cache.resolve(&settings, &l, None).unwrap());
+        assert_eq!(second.credentials.access_key_id, "key-2");
+        // A late rejection of the first value leaves its replacement alone.
+        cache.invalidate(&settings, &l, &first);
+        let again = signed(cache.resolve(&settings, &l, None).unwrap());
+        assert!(Arc::ptr_eq(&again, &second));
+        assert_eq!(provider.calls(), 2);
+    }
+
+    #[test]
+    fn a_lookup_overtaken_by_an_invalidation_is_not_stored() {
         let cache = Arc::new(cache());
+        // 800 ms keys sit in their refresh window at once: every lookup reloads while the
+        // old value is still stored.
         let provider = Arc::new(Counting {
             calls: AtomicUsize::new(0),
             wait: Duration::from_millis(300),
             prefix: Some("s3://b".into()),
-            lifetime: None,
+            lifetime: Some(Duration::from_millis(800)),
         });
         let settings = settings_with(provider.clone());
         let l = at("s3://b/k");
-        assert_eq!(key(&cache.resolve(&settings, &l, None).unwrap()), "key-1");
-        cache.invalidate(&settings, &l);
-        // A lookup overtaken by an invalidation answers its callers but is not stored.
+        let first = signed(cache.resolve(&settings, &l, None).unwrap());
         let running = {
             let (cache, settings, l) = (cache.clone(), settings.clone(), l.clone());
             thread::spawn(move || key(&cache.resolve(&settings, &l, None).unwrap()))
         };
         thread::sleep(Duration::from_millis(100));
-        cache.invalidate(&settings, &l);
+        cache.invalidate(&settings, &l, &first);
+        // The overtaken lookup answers its caller but is not stored.
         assert_eq!(running.join().unwrap(), "key-2");
         assert_eq!(key(&cache.resolve(&settings, &l, None).unwrap()), "key-3");
-        assert_eq!(key(&cache.resolve(&settings, &l, None).unwrap()), "key-3");
+        assert_eq!(provider.calls(), 3);
     }
 }

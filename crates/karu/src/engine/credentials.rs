@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::Work;
 use super::queue::WorkQueue;
 use crate::batch::{Counters, Shared};
-use crate::credentials::Auth;
+use crate::credentials::{Auth, Resolved};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 
@@ -18,7 +18,7 @@ pub(crate) trait Resolver: Send + Sync {
     /// How `locator` is signed, looked up before `deadline` (blocking).
     fn resolve(&self, locator: &Locator, deadline: Option<Instant>) -> Result<Auth>;
     /// Forgets cached credentials for `locator`.
-    fn invalidate(&self, locator: &Locator);
+    fn invalidate(&self, locator: &Locator, rejected: &Arc<Resolved>);
     /// When a lookup started now must be done (the read's request timeout).
     fn deadline_from(&self, start: Instant) -> Option<Instant>;
 }
@@ -32,7 +32,7 @@ enum Job {
     /// A lookup someone awaits.
     Lookup {
         locator: Locator,
-        refresh: bool,
+        refresh: Option<Arc<Resolved>>,
         deadline: Option<Instant>,
         reply: tokio::sync::oneshot::Sender<Result<Auth>>,
     },
@@ -56,12 +56,12 @@ pub(crate) struct Lookups {
 }
 
 impl Lookups {
-    /// How `locator` is signed; with `refresh`, cached credentials are dropped first and the
-    /// lookup goes ahead of queued transfers.
+    /// How `locator` is signed; with `refresh` (the value a server rejected), that value is
+    /// dropped from the cache first and the lookup goes ahead of queued transfers.
     pub(crate) async fn lookup(
         &self,
         locator: &Locator,
-        refresh: bool,
+        refresh: Option<Arc<Resolved>>,
         deadline: Option<Instant>,
     ) -> Result<Auth> {
         let (reply, answer) = tokio::sync::oneshot::channel();
@@ -71,7 +71,13 @@ impl Lookups {
             deadline,
             reply,
         };
-        if refresh {
+        if matches!(
+            job,
+            Job::Lookup {
+                refresh: Some(_),
+                ..
+            }
+        ) {
             self.queue.jobs.push_front(job);
         } else {
             self.queue.jobs.push([job]);
@@ -139,8 +145,8 @@ fn work(queue: &Queue) {
                 deadline,
                 reply,
             } => {
-                if refresh {
-                    queue.resolver.invalidate(&locator);
+                if let Some(rejected) = &refresh {
+                    queue.resolver.invalidate(&locator, rejected);
                 }
                 let _ = reply.send(queue.resolver.resolve(&locator, deadline));
             }
@@ -213,7 +219,7 @@ mod tests {
             };
             Ok(Auth::Signed(Arc::new(Resolved::new(c))))
         }
-        fn invalidate(&self, _l: &Locator) {
+        fn invalidate(&self, _l: &Locator, _rejected: &Arc<Resolved>) {
             self.invalidated.fetch_add(1, Ordering::SeqCst);
         }
         fn deadline_from(&self, _start: Instant) -> Option<Instant> {
@@ -267,9 +273,14 @@ mod tests {
             .build()
             .unwrap();
         let l = Locator::parse("s3://bucket/k").unwrap();
-        let first = rt.block_on(lookups.lookup(&l, false, None)).unwrap();
+        let first = rt.block_on(lookups.lookup(&l, None, None)).unwrap();
         assert_eq!(key_of(&first), "for-k-0");
-        let again = rt.block_on(lookups.lookup(&l, true, None)).unwrap();
+        let Auth::Signed(rejected) = first else {
+            unreachable!()
+        };
+        let again = rt
+            .block_on(lookups.lookup(&l, Some(rejected), None))
+            .unwrap();
         assert_eq!(key_of(&again), "for-k-1");
         assert_eq!(fake.invalidated.load(Ordering::SeqCst), 1);
     }

@@ -5,6 +5,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
@@ -14,7 +15,7 @@ use hyper::body::Incoming;
 use crate::backends::{self, ByteRange, Correction, Signing};
 use crate::batch::{Counters, Shared};
 use crate::config::Settings;
-use crate::credentials::Auth;
+use crate::credentials::{Auth, Resolved};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 use crate::transport::{self, HttpClient, Response, TransportError, TransportErrorKind};
@@ -129,7 +130,7 @@ pub(crate) async fn run<H: Handler>(
     let signs = backends::needs_credentials(locator.backend());
     let mut auth = match &access.auth {
         Some(a) => a.clone(),
-        None if signs => lookup(env, locator, false, &deadline).await?,
+        None if signs => lookup(env, locator, None, &deadline).await?,
         None => Auth::Anonymous,
     };
     let mut corrected_region = false;
@@ -198,7 +199,11 @@ pub(crate) async fn run<H: Handler>(
             Some(Correction::RefreshCredentials) if !refreshed && signed => {
                 refreshed = true;
                 env.count(|c| &c.credential_refreshes, 1);
-                auth = lookup(env, locator, true, &deadline).await?;
+                let rejected = match &auth {
+                    Auth::Signed(r) => Some(Arc::clone(r)),
+                    _ => None,
+                };
+                auth = lookup(env, locator, rejected, &deadline).await?;
                 attempts -= 1;
                 continue;
             }
@@ -311,12 +316,12 @@ fn classified_step<T>(
     }
 }
 
-/// Asks the credential workers how to sign (with `refresh`, after dropping what the cache
-/// holds), within the read's deadline.
+/// Asks the credential workers how to sign (with `refresh`, after dropping that rejected
+/// value from the cache), within the read's deadline.
 async fn lookup(
     env: &Env<'_>,
     locator: &Locator,
-    refresh: bool,
+    refresh: Option<Arc<Resolved>>,
     deadline: &Deadline,
 ) -> Result<Auth> {
     let Some(lookups) = env.lookups else {

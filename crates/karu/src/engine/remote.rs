@@ -20,7 +20,7 @@ use super::{PartRead, Work, exchange};
 use crate::backends;
 use crate::batch::{Completion, Counters, Shared};
 use crate::config::Settings;
-use crate::credentials::{Auth, CredentialCache, CredentialHttp};
+use crate::credentials::{Auth, CredentialCache, CredentialHttp, Resolved};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 use crate::transport::{HttpClient, Transport, TransportOptions};
@@ -110,8 +110,8 @@ impl Resolver for CacheResolver {
         self.cache.resolve(&self.settings, locator, deadline)
     }
 
-    fn invalidate(&self, locator: &Locator) {
-        self.cache.invalidate(&self.settings, locator);
+    fn invalidate(&self, locator: &Locator, rejected: &Arc<Resolved>) {
+        self.cache.invalidate(&self.settings, locator, rejected);
     }
 
     fn deadline_from(&self, start: Instant) -> Option<Instant> {
