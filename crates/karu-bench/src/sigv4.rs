@@ -94,26 +94,24 @@ fn hex(bytes: &[u8]) -> String {
     })
 }
 
-/// (`YYYYMMDD`, `YYYYMMDDTHHMMSSZ`) of a UNIX time, in UTC.
+/// (`YYYYMMDD`, `YYYYMMDDTHHMMSSZ`) of a UNIX time, in UTC: the test kit's ISO 8601 form
+/// without its separators.
 fn amz_date(secs: u64) -> (String, String) {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let date = format!("{year:04}{month:02}{day:02}");
-    let stamp = format!(
-        "{date}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    );
-    (date, stamp)
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    let stamp: String = karu_testkit::keys::iso8601(t)
+        .chars()
+        .filter(|c| *c != '-' && *c != ':')
+        .collect();
+    (stamp[..8].to_owned(), stamp)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn amz_dates() {
+        assert_eq!(
+            super::amz_date(1_440_938_160),
+            ("20150830".to_owned(), "20150830T123600Z".to_owned())
+        );
+    }
 }
