@@ -631,15 +631,16 @@ fn signing_without_credentials_names_the_fixes() {
 }
 
 /// Native container credentials through the cache: concurrent transfers share one credential
-/// call, values are reloaded in the last part of their lifetime, and an `ExpiredToken`
-/// rejection invalidates them once (counted in `credential_refreshes`, not as a retry).
+/// call, an `ExpiredToken` rejection of many transfers at once makes one reload (counted in
+/// `credential_refreshes`, not as a retry), and values are reloaded in the last part of their
+/// lifetime.
 #[test]
-fn container_credentials_are_shared_reloaded_before_expiry_and_refreshed_once() {
+fn container_credentials_are_shared_refreshed_once_and_reloaded_before_expiry() {
     let server = S3Responder::start();
     for i in 0..16 {
         server.put("bkt", &format!("obj-{i}.bin"), 5000);
     }
-    let ecs = ContainerServer::start(None, 2);
+    let ecs = ContainerServer::start(None, 3600);
     ecs.set_delay(std::time::Duration::from_millis(300));
     let mut config = Config::empty();
     config
@@ -648,8 +649,8 @@ fn container_credentials_are_shared_reloaded_before_expiry_and_refreshed_once() 
         .set("AWS_CONTAINER_CREDENTIALS_FULL_URI", Some(&ecs.url()))
         .unwrap();
     let client = Client::new(&config).unwrap();
-    let read_each = |client: &Client| {
-        let objects: Vec<Locator> = (0..16)
+    let read = |count: usize| {
+        let objects: Vec<Locator> = (0..count)
             .map(|i| s3("bkt", &format!("obj-{i}.bin")))
             .collect();
         let reads = objects
@@ -665,8 +666,9 @@ fn container_credentials_are_shared_reloaded_before_expiry_and_refreshed_once() 
         }
         batch.stats()
     };
+    let last_token = || server.requests().last().unwrap().session_token.clone();
     // Sixteen transfers, four credential workers, one cold scope: one call.
-    read_each(&client);
+    read(16);
     assert_eq!(ecs.requests(), 1);
     let first = ecs.issued()[0].session_token.clone();
     assert!(
@@ -675,23 +677,22 @@ fn container_credentials_are_shared_reloaded_before_expiry_and_refreshed_once() 
             .iter()
             .all(|r| r.session_token.as_deref() == Some(&first))
     );
-    // Two-second keys are reused for one second (the minimum margin), then reloaded.
+    // The server rejects the token for all sixteen: one reload serves them all.
+    server.expire_token(&first);
+    let stats = read(16);
+    assert_eq!(ecs.requests(), 2, "one reload after the rejection");
+    assert_eq!(stats.retries, 0, "{stats}");
+    assert!(stats.credential_refreshes >= 1, "{stats}");
+    assert_eq!(last_token(), Some(ecs.issued()[1].session_token.clone()));
+    // Two-second keys are reused until their last second, then reloaded.
+    ecs.set_lifetime(2);
+    server.expire_token(&ecs.issued()[1].session_token);
+    read(1);
+    assert_eq!(ecs.requests(), 3);
+    read(1);
+    assert_eq!(ecs.requests(), 3, "reused inside the lifetime");
     std::thread::sleep(std::time::Duration::from_millis(1200));
-    read_each(&client);
-    assert_eq!(ecs.requests(), 2);
-    let second = ecs.issued()[1].session_token.clone();
-    assert_eq!(
-        server.requests().last().unwrap().session_token.as_deref(),
-        Some(second.as_str())
-    );
-    // The server rejects the current token: one refresh, then success with the next keys.
-    ecs.set_lifetime(3600);
-    server.expire_token(&second);
-    let stats = read_each(&client);
-    assert_eq!(ecs.requests(), 3, "one reload after the rejection");
-    assert_eq!(
-        (stats.retries, stats.credential_refreshes > 0),
-        (0, true),
-        "{stats}"
-    );
+    read(1);
+    assert_eq!(ecs.requests(), 4, "reloaded in the last second");
+    assert_eq!(last_token(), Some(ecs.issued()[3].session_token.clone()));
 }
