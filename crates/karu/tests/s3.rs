@@ -684,14 +684,15 @@ fn container_credentials_are_shared_refreshed_once_and_reloaded_before_expiry() 
     assert_eq!(stats.retries, 0, "{stats}");
     assert!(stats.credential_refreshes >= 1, "{stats}");
     assert_eq!(last_token(), Some(ecs.issued()[1].session_token.clone()));
-    // Two-second keys are reused until their last second, then reloaded.
-    ecs.set_lifetime(2);
+    // Three-second keys (expiries have whole seconds, so 2–3 s away) are reused until their
+    // last second, then reloaded.
+    ecs.set_lifetime(3);
     server.expire_token(&ecs.issued()[1].session_token);
     read(1);
     assert_eq!(ecs.requests(), 3);
     read(1);
     assert_eq!(ecs.requests(), 3, "reused inside the lifetime");
-    std::thread::sleep(std::time::Duration::from_millis(1200));
+    std::thread::sleep(std::time::Duration::from_millis(2100));
     read(1);
     assert_eq!(ecs.requests(), 4, "reloaded in the last second");
     assert_eq!(last_token(), Some(ecs.issued()[3].session_token.clone()));

@@ -85,14 +85,15 @@ int main(int argc, char **argv) {
         last_path);
   karu_client_free(client);
 
-  /* Expiring in 2 s: reusable until the last second (the 1 s minimum margin), then again. */
+  /* Expiring in 3 s (whole seconds, so 2-3 s away): reusable until the last second (the 1 s
+   * minimum margin), then called again. */
   atomic_store(&calls, 0);
   client = client_for(argv[1]);
-  lifetime = 2;
+  lifetime = 3;
   EXPECT(read_at(client, 0), KARU_OK, "");
   EXPECT(read_at(client, 64), KARU_OK, "");
   int before = atomic_load(&calls);
-  struct timespec wait = {2, 100 * 1000 * 1000};
+  struct timespec wait = {2, 200 * 1000 * 1000};
   nanosleep(&wait, NULL);
   EXPECT(read_at(client, 128), KARU_OK, "");
   CHECK(before == 1 && atomic_load(&calls) == 2,
