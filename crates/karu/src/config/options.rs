@@ -1,5 +1,7 @@
-//! The option table: every accepted name (spec 3.7), its aliases, its value kind and whether
-//! its value is a secret. Nothing else is accepted.
+//! The option table: every accepted name (spec 3.7), its aliases, its value kind, whether
+//! its value is a secret and which credential chain it feeds. Nothing else is accepted.
+
+use super::provider::CredentialsKind;
 
 /// How a value is validated at freeze.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +27,9 @@ pub(crate) struct OptionDef {
     pub(crate) kind: Kind,
     /// Redacted in `Debug` output.
     pub(crate) secret: bool,
+    /// The provider family whose credentials this option feeds (spec §5.10): where its
+    /// value comes from is part of that family's credential cache scope.
+    pub(crate) credentials: Option<CredentialsKind>,
 }
 
 /// Index of a canonical option in [`OPTIONS`]; ordering follows the table.
@@ -36,6 +41,7 @@ const fn opt(name: &'static str, kind: Kind) -> OptionDef {
         aliases: &[],
         kind,
         secret: false,
+        credentials: None,
     }
 }
 
@@ -45,10 +51,8 @@ const fn text(name: &'static str) -> OptionDef {
 
 const fn secret(name: &'static str) -> OptionDef {
     OptionDef {
-        name,
-        aliases: &[],
-        kind: Kind::Text,
         secret: true,
+        ..text(name)
     }
 }
 
@@ -61,12 +65,34 @@ const fn uint(name: &'static str, min: u64, max: u64) -> OptionDef {
 }
 
 const fn aliased(def: OptionDef, aliases: &'static [&'static str]) -> OptionDef {
+    OptionDef { aliases, ..def }
+}
+
+const fn feeds(kind: CredentialsKind, def: OptionDef) -> OptionDef {
     OptionDef {
-        name: def.name,
-        aliases,
-        kind: def.kind,
-        secret: def.secret,
+        credentials: Some(kind),
+        ..def
     }
+}
+
+/// An option of the native AWS chain.
+const fn aws(def: OptionDef) -> OptionDef {
+    feeds(CredentialsKind::Aws, def)
+}
+
+/// An option of the native GCS chain.
+const fn gcs(def: OptionDef) -> OptionDef {
+    feeds(CredentialsKind::Gcs, def)
+}
+
+/// An option of the native Azure chain.
+const fn azure(def: OptionDef) -> OptionDef {
+    feeds(CredentialsKind::Azure, def)
+}
+
+/// An option of the native Source Cooperative chain.
+const fn source(def: OptionDef) -> OptionDef {
+    feeds(CredentialsKind::Source, def)
 }
 
 /// `LONG_MAX` of the reference build (64-bit POSIX).
@@ -89,13 +115,13 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     uint("KARU_LOW_SPEED_LIMIT", 0, LONG_MAX),
     // S3
     flag("AWS_NO_SIGN_REQUEST"),
-    text("AWS_ACCESS_KEY_ID"),
-    secret("AWS_SECRET_ACCESS_KEY"),
-    secret("AWS_SESSION_TOKEN"),
+    aws(text("AWS_ACCESS_KEY_ID")),
+    aws(secret("AWS_SECRET_ACCESS_KEY")),
+    aws(secret("AWS_SESSION_TOKEN")),
     aliased(text("AWS_REGION"), &["AWS_DEFAULT_REGION"]),
-    aliased(text("AWS_PROFILE"), &["AWS_DEFAULT_PROFILE"]),
-    text("AWS_SHARED_CREDENTIALS_FILE"),
-    text("AWS_CONFIG_FILE"),
+    aws(aliased(text("AWS_PROFILE"), &["AWS_DEFAULT_PROFILE"])),
+    aws(text("AWS_SHARED_CREDENTIALS_FILE")),
+    aws(text("AWS_CONFIG_FILE")),
     aliased(
         text("AWS_S3_ENDPOINT"),
         &["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"],
@@ -103,79 +129,74 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     flag("AWS_HTTPS"),
     flag("AWS_VIRTUAL_HOSTING"),
     opt("AWS_REQUEST_PAYER", Kind::RequestPayer),
-    text("AWS_ROLE_ARN"),
-    text("AWS_STS_ENDPOINT"),
-    text("AWS_WEB_IDENTITY_TOKEN_FILE"),
-    text("AWS_ROLE_SESSION_NAME"),
-    text("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"),
-    text("AWS_CONTAINER_CREDENTIALS_FULL_URI"),
-    secret("AWS_CONTAINER_AUTHORIZATION_TOKEN"),
-    text("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"),
-    flag("AWS_EC2_METADATA_DISABLED"),
-    uint("AWS_METADATA_SERVICE_TIMEOUT", 1, 60),
+    aws(text("AWS_ROLE_ARN")),
+    aws(text("AWS_STS_ENDPOINT")),
+    aws(text("AWS_WEB_IDENTITY_TOKEN_FILE")),
+    aws(text("AWS_ROLE_SESSION_NAME")),
+    aws(text("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")),
+    aws(text("AWS_CONTAINER_CREDENTIALS_FULL_URI")),
+    aws(secret("AWS_CONTAINER_AUTHORIZATION_TOKEN")),
+    aws(text("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")),
+    aws(flag("AWS_EC2_METADATA_DISABLED")),
+    aws(uint("AWS_METADATA_SERVICE_TIMEOUT", 1, 60)),
     // Not in the reference build: the AWS SDKs' name for the IMDS root, which lets tests
     // reach a loopback metadata server.
-    text("AWS_EC2_METADATA_SERVICE_ENDPOINT"),
+    aws(text("AWS_EC2_METADATA_SERVICE_ENDPOINT")),
     // GCS
     flag("GCS_NO_SIGN_REQUEST"),
-    text("GCS_HMAC_ACCESS_KEY_ID"),
-    secret("GCS_HMAC_SECRET_ACCESS_KEY"),
-    secret("GCS_ACCESS_TOKEN"),
-    secret("GCS_REFRESH_TOKEN"),
-    text("GCS_CLIENT_ID"),
-    secret("GCS_CLIENT_SECRET"),
-    secret("GCS_PRIVATE_KEY"),
-    text("GCS_PRIVATE_KEY_FILE"),
-    text("GCS_CLIENT_EMAIL"),
-    text("GCS_SCOPE"),
+    gcs(text("GCS_HMAC_ACCESS_KEY_ID")),
+    gcs(secret("GCS_HMAC_SECRET_ACCESS_KEY")),
+    gcs(secret("GCS_ACCESS_TOKEN")),
+    gcs(secret("GCS_REFRESH_TOKEN")),
+    gcs(text("GCS_CLIENT_ID")),
+    gcs(secret("GCS_CLIENT_SECRET")),
+    gcs(secret("GCS_PRIVATE_KEY")),
+    gcs(text("GCS_PRIVATE_KEY_FILE")),
+    gcs(text("GCS_CLIENT_EMAIL")),
+    gcs(text("GCS_SCOPE")),
     text("GCS_USER_PROJECT"),
     text("GCS_ENDPOINT"),
-    text("GCS_METADATA_ENDPOINT"),
-    flag("GCS_METADATA_DISABLED"),
-    text("GOOGLE_APPLICATION_CREDENTIALS"),
-    text("CLOUDSDK_CONFIG"),
+    gcs(text("GCS_METADATA_ENDPOINT")),
+    gcs(flag("GCS_METADATA_DISABLED")),
+    gcs(text("GOOGLE_APPLICATION_CREDENTIALS")),
+    gcs(text("CLOUDSDK_CONFIG")),
     // Not in the reference: the token URL of the refresh-token and private-key flows, so
     // tests (and private deployments) can point them somewhere else.
-    text("GCS_OAUTH_TOKEN_URI"),
+    gcs(text("GCS_OAUTH_TOKEN_URI")),
     // AZURE
     flag("AZURE_NO_SIGN_REQUEST"),
-    secret("AZURE_STORAGE_CONNECTION_STRING"),
-    text("AZURE_STORAGE_ACCOUNT"),
-    secret("AZURE_STORAGE_ACCESS_KEY"),
-    secret("AZURE_STORAGE_SAS_TOKEN"),
-    secret("AZURE_STORAGE_ACCESS_TOKEN"),
+    azure(secret("AZURE_STORAGE_CONNECTION_STRING")),
+    azure(text("AZURE_STORAGE_ACCOUNT")),
+    azure(secret("AZURE_STORAGE_ACCESS_KEY")),
+    azure(secret("AZURE_STORAGE_SAS_TOKEN")),
+    azure(secret("AZURE_STORAGE_ACCESS_TOKEN")),
     text("AZURE_STORAGE_ENDPOINT"),
-    text("AZURE_TENANT_ID"),
-    text("AZURE_CLIENT_ID"),
-    secret("AZURE_CLIENT_SECRET"),
-    text("AZURE_FEDERATED_TOKEN_FILE"),
-    text("AZURE_AUTHORITY_HOST"),
-    text("AZURE_STORAGE_SCOPE"),
-    text("AZURE_STORAGE_RESOURCE"),
-    text("AZURE_IMDS_OBJECT_ID"),
-    text("AZURE_IMDS_CLIENT_ID"),
-    text("AZURE_IMDS_MSI_RES_ID"),
-    text("IDENTITY_ENDPOINT"),
-    secret("IDENTITY_HEADER"),
-    text("IMDS_ENDPOINT"),
+    azure(text("AZURE_TENANT_ID")),
+    azure(text("AZURE_CLIENT_ID")),
+    azure(secret("AZURE_CLIENT_SECRET")),
+    azure(text("AZURE_FEDERATED_TOKEN_FILE")),
+    azure(text("AZURE_AUTHORITY_HOST")),
+    azure(text("AZURE_STORAGE_SCOPE")),
+    azure(text("AZURE_STORAGE_RESOURCE")),
+    azure(text("AZURE_IMDS_OBJECT_ID")),
+    azure(text("AZURE_IMDS_CLIENT_ID")),
+    azure(text("AZURE_IMDS_MSI_RES_ID")),
+    azure(text("IDENTITY_ENDPOINT")),
+    azure(secret("IDENTITY_HEADER")),
+    azure(text("IMDS_ENDPOINT")),
     // HUGGING_FACE
     text("HF_ENDPOINT"),
-    OptionDef {
-        name: "HF_TOKEN",
-        aliases: &["HUGGING_FACE_HUB_TOKEN"],
-        kind: Kind::Text,
-        secret: true,
-    },
+    aliased(secret("HF_TOKEN"), &["HUGGING_FACE_HUB_TOKEN"]),
     text("HF_TOKEN_PATH"),
     text("HF_HOME"),
     // SOURCE
     flag("SOURCE_NO_SIGN_REQUEST"),
-    text("SOURCE_ACCESS_KEY_ID"),
-    secret("SOURCE_SECRET_ACCESS_KEY"),
-    secret("SOURCE_SESSION_TOKEN"),
-    text("SOURCE_PROFILE"),
-    text("SOURCE_SHARED_CREDENTIALS_FILE"),
-    text("SOURCE_CONFIG_FILE"),
+    source(text("SOURCE_ACCESS_KEY_ID")),
+    source(secret("SOURCE_SECRET_ACCESS_KEY")),
+    source(secret("SOURCE_SESSION_TOKEN")),
+    source(text("SOURCE_PROFILE")),
+    source(text("SOURCE_SHARED_CREDENTIALS_FILE")),
+    source(text("SOURCE_CONFIG_FILE")),
     text("SOURCE_REGION"),
     aliased(text("SOURCE_ENDPOINT"), &["SOURCE_PROXY_URL"]),
     // HTTP. Headers may carry credentials, and a proxy URL may carry user information.
@@ -320,6 +341,11 @@ pub(crate) fn id_of(canonical: &str) -> OptId {
         .unwrap_or_else(|| panic!("{canonical} is not a canonical karu option"))
 }
 
+/// The options feeding the native credential chain of `kind`, in table order.
+pub(crate) fn credential_options(kind: CredentialsKind) -> impl Iterator<Item = OptId> {
+    (0..OPTIONS.len()).filter(move |&id| OPTIONS[id].credentials == Some(kind))
+}
+
 /// True when the canonical option is client-wide (may not appear in a path rule).
 pub(crate) fn is_client_wide(id: OptId) -> bool {
     def(id).name.starts_with("KARU_")
@@ -328,6 +354,29 @@ pub(crate) fn is_client_wide(id: OptId) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credential_options_per_family() {
+        let names = |kind| {
+            credential_options(kind)
+                .map(|id| def(id).name)
+                .collect::<Vec<_>>()
+        };
+        let counts = CredentialsKind::ALL.map(|k| names(k).len());
+        assert_eq!(counts, [17, 15, 18, 6]);
+        // Switches and endpoints of the data path are not credential options.
+        for kind in CredentialsKind::ALL {
+            let names = names(kind);
+            assert!(
+                names
+                    .iter()
+                    .all(|n| !n.ends_with("_NO_SIGN_REQUEST") && !n.ends_with("_REGION")),
+                "{names:?}"
+            );
+        }
+        assert!(names(CredentialsKind::Aws).contains(&"AWS_PROFILE"));
+        assert!(!names(CredentialsKind::Gcs).contains(&"GCS_ENDPOINT"));
+    }
 
     #[test]
     fn vocabulary_is_exactly_the_spec_list() {

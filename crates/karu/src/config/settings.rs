@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::headers::{MALFORMED, parse_headers};
-use super::options::{id_of, resolve};
+use super::options::{credential_options, id_of, resolve};
 use super::provider::{CredentialsKind, CredentialsProvider};
 use super::validate::{check_layer, is_truthy, uint_or};
 use super::{Config, Layers, Providers};
@@ -369,6 +369,19 @@ impl Settings {
         resolve(name)
             .and_then(|id| self.0.layers.lookup(id, path))
             .map_or(OptionSource::Default, |(_, s)| s)
+    }
+
+    /// The value for `path` and its source of every option feeding the native credential
+    /// chain of `kind` (spec §5.10), in option-table order.
+    pub(crate) fn credential_options(
+        &self,
+        kind: CredentialsKind,
+        path: &str,
+    ) -> impl Iterator<Item = (Option<&str>, OptionSource<'_>)> {
+        credential_options(kind).map(move |id| match self.0.layers.lookup(id, path) {
+            Some((value, source)) => (Some(value), source),
+            None => (None, OptionSource::Default),
+        })
     }
 
     /// True when the option's value for `path` is "yes", "true" or "on" (any case) or

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{Auth, CredentialHttp, LoadContext, Resolved, is_expired, load_native, scope_options};
+use super::{Auth, CredentialHttp, LoadContext, Resolved, is_expired, load_native};
 use crate::config::{
     Credentials, CredentialsKind, OptionSource, Settings, canonical_prefix, prefix_matches,
 };
@@ -27,9 +27,29 @@ const MARGIN_MAX: Duration = Duration::from_secs(60);
 enum Scope {
     /// A native chain: the kind plus, per credential option, where its value comes from
     /// (never the secrets themselves).
-    Native(CredentialsKind, Vec<String>),
+    Native(CredentialsKind, Vec<Origin>),
     /// A custom provider's lookup in flight for one exact path.
     Custom(CredentialsKind, String),
+}
+
+/// An owned [`OptionSource`], to key the cache with.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Origin {
+    Rule(Box<str>),
+    Explicit,
+    Environment,
+    Default,
+}
+
+impl From<OptionSource<'_>> for Origin {
+    fn from(source: OptionSource<'_>) -> Origin {
+        match source {
+            OptionSource::Rule(prefix) => Origin::Rule(prefix.into()),
+            OptionSource::Explicit => Origin::Explicit,
+            OptionSource::Environment => Origin::Environment,
+            OptionSource::Default => Origin::Default,
+        }
+    }
 }
 
 /// A reusable value.
@@ -183,7 +203,6 @@ impl CredentialCache {
         path: &str,
         deadline: Option<Instant>,
     ) -> Outcome {
-        let scope = native_scope(kind, settings, path);
         let load = || {
             let started = SystemTime::now();
             let ctx = LoadContext {
@@ -197,17 +216,16 @@ impl CredentialCache {
                 (Arc::new(r), until)
             }))
         };
-        let key = scope.clone();
         self.shared(
-            scope.clone(),
-            |st, now| {
+            native_scope(kind, settings, path),
+            |st, scope, now| {
                 st.native
-                    .get(&key)
+                    .get(scope)
                     .filter(|e| e.fresh(now))
                     .map(|e| Arc::clone(&e.value))
             },
             load,
-            |st, value, until| {
+            |st, scope, value, until| {
                 let entry = Entry {
                     value,
                     reuse_until: Some(until),
@@ -261,7 +279,7 @@ impl CredentialCache {
         };
         self.shared(
             Scope::Custom(kind, path.to_owned()),
-            |st, now| {
+            |st, _, now| {
                 st.custom
                     .iter()
                     .filter(|(k, prefix, e)| {
@@ -271,7 +289,7 @@ impl CredentialCache {
                     .map(|(_, _, e)| Arc::clone(&e.value))
             },
             load,
-            |st, value, reuse| {
+            |st, _, value, reuse| {
                 let Some((prefix, reuse_until)) = reuse else {
                     return;
                 };
@@ -287,13 +305,13 @@ impl CredentialCache {
     fn shared<T>(
         &self,
         scope: Scope,
-        cached: impl Fn(&State, SystemTime) -> Option<Arc<Resolved>>,
+        cached: impl Fn(&State, &Scope, SystemTime) -> Option<Arc<Resolved>>,
         load: impl FnOnce() -> Result<Option<(Arc<Resolved>, T)>>,
-        store: impl FnOnce(&mut State, Arc<Resolved>, T),
+        store: impl FnOnce(&mut State, Scope, Arc<Resolved>, T),
     ) -> Outcome {
         let flight = {
             let mut st = self.lock();
-            if let Some(v) = cached(&st, SystemTime::now()) {
+            if let Some(v) = cached(&st, &scope, SystemTime::now()) {
                 return Ok(Some(v));
             }
             if let Some(running) = st.flights.get(&scope) {
@@ -318,11 +336,11 @@ impl CredentialCache {
         };
         let outcome = load();
         let mut st = self.lock();
-        let stale = landing.take_flight(&mut st);
+        let landed = landing.take_flight(&mut st);
         let shared = match outcome {
             Ok(Some((value, extra))) => {
-                if !stale {
-                    store(&mut st, Arc::clone(&value), extra);
+                if let Some((scope, false)) = landed {
+                    store(&mut st, scope, Arc::clone(&value), extra);
                 }
                 Ok(Some(value))
             }
@@ -344,12 +362,12 @@ struct Landing<'a> {
 }
 
 impl Landing<'_> {
-    /// Removes the flight from the map; true when an invalidation marked it stale.
-    fn take_flight(&mut self, st: &mut State) -> bool {
-        self.scope
-            .take()
-            .and_then(|s| st.flights.remove(&s))
-            .is_some_and(|f| f.stale)
+    /// Removes the flight from the map: its scope, and true when an invalidation marked it
+    /// stale (`None` once taken).
+    fn take_flight(&mut self, st: &mut State) -> Option<(Scope, bool)> {
+        let scope = self.scope.take()?;
+        let stale = st.flights.remove(&scope).is_some_and(|f| f.stale);
+        Some((scope, stale))
     }
 }
 
@@ -397,14 +415,9 @@ fn reuse_until(c: &Credentials, loaded: SystemTime, without_expiry: Duration) ->
 
 /// The scope of a native chain for `path`.
 fn native_scope(kind: CredentialsKind, settings: &Settings, path: &str) -> Scope {
-    let origins = scope_options(kind)
-        .iter()
-        .map(|name| match settings.option_source(name, path) {
-            OptionSource::Rule(prefix) => format!("rule:{prefix}"),
-            OptionSource::Explicit => "explicit".to_owned(),
-            OptionSource::Environment => "environment".to_owned(),
-            OptionSource::Default => "default".to_owned(),
-        })
+    let origins = settings
+        .credential_options(kind, path)
+        .map(|(_, source)| Origin::from(source))
         .collect();
     Scope::Native(kind, origins)
 }

@@ -140,83 +140,12 @@ pub(crate) fn signing_kind(settings: &Settings, locator: &Locator) -> Option<Cre
         // Source signs only when configured: a callback or any of its credential options.
         CredentialsKind::Source => {
             let configured = settings.credentials_provider(kind).is_some()
-                || scope_options(kind)
-                    .iter()
-                    .any(|n| settings.option(n, path).is_some_and(|v| !v.is_empty()));
+                || settings
+                    .credential_options(kind, path)
+                    .any(|(value, _)| value.is_some_and(|v| !v.is_empty()));
             configured.then_some(kind)
         }
         _ => Some(kind),
-    }
-}
-
-/// The credential option names of a provider family (spec §5.10): where each one's value
-/// comes from forms the cache scope.
-pub(crate) fn scope_options(kind: CredentialsKind) -> &'static [&'static str] {
-    match kind {
-        CredentialsKind::Aws => &[
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_SESSION_TOKEN",
-            "AWS_PROFILE",
-            "AWS_SHARED_CREDENTIALS_FILE",
-            "AWS_CONFIG_FILE",
-            "AWS_ROLE_ARN",
-            "AWS_WEB_IDENTITY_TOKEN_FILE",
-            "AWS_ROLE_SESSION_NAME",
-            "AWS_STS_ENDPOINT",
-            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-            "AWS_CONTAINER_AUTHORIZATION_TOKEN",
-            "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-            "AWS_EC2_METADATA_DISABLED",
-            "AWS_METADATA_SERVICE_TIMEOUT",
-            "AWS_EC2_METADATA_SERVICE_ENDPOINT",
-        ],
-        CredentialsKind::Gcs => &[
-            "GCS_ACCESS_TOKEN",
-            "GCS_HMAC_ACCESS_KEY_ID",
-            "GCS_HMAC_SECRET_ACCESS_KEY",
-            "GCS_REFRESH_TOKEN",
-            "GCS_CLIENT_ID",
-            "GCS_CLIENT_SECRET",
-            "GCS_PRIVATE_KEY",
-            "GCS_PRIVATE_KEY_FILE",
-            "GCS_CLIENT_EMAIL",
-            "GCS_SCOPE",
-            "GCS_METADATA_ENDPOINT",
-            "GCS_METADATA_DISABLED",
-            "GOOGLE_APPLICATION_CREDENTIALS",
-            "CLOUDSDK_CONFIG",
-            "GCS_OAUTH_TOKEN_URI",
-        ],
-        CredentialsKind::Azure => &[
-            "AZURE_STORAGE_CONNECTION_STRING",
-            "AZURE_STORAGE_ACCOUNT",
-            "AZURE_STORAGE_ACCESS_KEY",
-            "AZURE_STORAGE_SAS_TOKEN",
-            "AZURE_STORAGE_ACCESS_TOKEN",
-            "AZURE_TENANT_ID",
-            "AZURE_CLIENT_ID",
-            "AZURE_CLIENT_SECRET",
-            "AZURE_FEDERATED_TOKEN_FILE",
-            "AZURE_AUTHORITY_HOST",
-            "AZURE_STORAGE_SCOPE",
-            "AZURE_STORAGE_RESOURCE",
-            "AZURE_IMDS_OBJECT_ID",
-            "AZURE_IMDS_CLIENT_ID",
-            "AZURE_IMDS_MSI_RES_ID",
-            "IDENTITY_ENDPOINT",
-            "IDENTITY_HEADER",
-            "IMDS_ENDPOINT",
-        ],
-        CredentialsKind::Source => &[
-            "SOURCE_ACCESS_KEY_ID",
-            "SOURCE_SECRET_ACCESS_KEY",
-            "SOURCE_SESSION_TOKEN",
-            "SOURCE_PROFILE",
-            "SOURCE_SHARED_CREDENTIALS_FILE",
-            "SOURCE_CONFIG_FILE",
-        ],
     }
 }
 
