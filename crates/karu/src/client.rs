@@ -264,7 +264,7 @@ impl Client {
             return probe::local_stat(locator);
         }
         let locator = locator.clone();
-        self.remote(&locator)?
+        self.remote()?
             .run(move |st| Box::pin(async move { probe::remote::stat(&st, &locator).await }))
     }
 
@@ -275,7 +275,7 @@ impl Client {
             return probe::local_read_ends(locator, head, tail);
         }
         let locator = locator.clone();
-        self.remote(&locator)?.run(move |st| {
+        self.remote()?.run(move |st| {
             Box::pin(async move { probe::remote::read_ends(&st, &locator, head, tail).await })
         })
     }
@@ -294,7 +294,7 @@ impl Client {
             return probe::local_stat(locator);
         }
         let owned = locator.clone();
-        self.remote(locator)?
+        self.remote()?
             .run_async(move |st| Box::pin(async move { probe::remote::stat(&st, &owned).await }))
             .await
     }
@@ -305,7 +305,7 @@ impl Client {
             return probe::local_read_ends(locator, head, tail);
         }
         let owned = locator.clone();
-        self.remote(locator)?
+        self.remote()?
             .run_async(move |st| {
                 Box::pin(async move { probe::remote::read_ends(&st, &owned, head, tail).await })
             })
@@ -313,8 +313,7 @@ impl Client {
     }
 
     /// The engine's remote loops.
-    fn remote(&self, locator: &Locator) -> Result<RemoteHandle> {
-        let _ = locator;
+    fn remote(&self) -> Result<RemoteHandle> {
         let engine = self.engine();
         engine.remote()?;
         Ok(RemoteHandle(engine))

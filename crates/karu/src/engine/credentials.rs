@@ -65,19 +65,14 @@ impl Lookups {
         deadline: Option<Instant>,
     ) -> Result<Auth> {
         let (reply, answer) = tokio::sync::oneshot::channel();
+        let urgent = refresh.is_some();
         let job = Job::Lookup {
             locator: locator.clone(),
             refresh,
             deadline,
             reply,
         };
-        if matches!(
-            job,
-            Job::Lookup {
-                refresh: Some(_),
-                ..
-            }
-        ) {
+        if urgent {
             self.queue.jobs.push_front(job);
         } else {
             self.queue.jobs.push([job]);

@@ -55,7 +55,7 @@ pub(crate) struct Env<'a> {
     /// Jitter source.
     pub(crate) rng: &'a RefCell<fastrand::Rng>,
     /// The credential workers, for lookups of probes and refreshes after a rejection.
-    pub(crate) lookups: Option<&'a Lookups>,
+    pub(crate) lookups: &'a Lookups,
 }
 
 impl Env<'_> {
@@ -142,9 +142,13 @@ pub(crate) async fn run<H: Handler>(
         }
         attempts += 1;
         let (range, if_match) = handler.next_request();
-        let region = learnt_region
-            .clone()
-            .or_else(|| env.batch.and_then(|b| b.region(locator.identity())));
+        // Only signing backends learn regions: others skip the batch's map (a lock per
+        // attempt).
+        let region = learnt_region.clone().or_else(|| {
+            env.batch
+                .filter(|_| signs)
+                .and_then(|b| b.region(locator.identity()))
+        });
         let signing = Signing {
             auth: &auth,
             region: region.as_deref(),
@@ -324,11 +328,8 @@ async fn lookup(
     refresh: Option<Arc<Resolved>>,
     deadline: &Deadline,
 ) -> Result<Auth> {
-    let Some(lookups) = env.lookups else {
-        return Ok(Auth::Anonymous);
-    };
     let until = deadline.remaining().map(|left| Instant::now() + left);
-    lookups.lookup(locator, refresh, until).await
+    env.lookups.lookup(locator, refresh, until).await
 }
 
 /// Streams a body, calling `keep(offset_in_kept, bytes)` for bytes after the first `skip`

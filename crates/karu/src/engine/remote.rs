@@ -50,7 +50,7 @@ impl LoopState {
             batch,
             seen: &self.seen,
             rng: &self.rng,
-            lookups: Some(&self.lookups),
+            lookups: &self.lookups,
         }
     }
 }
