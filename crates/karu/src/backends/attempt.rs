@@ -46,7 +46,8 @@ impl<'a> Attempt<'a> {
     /// Checks endpoint `value` from `source` (an option name, or where the value came
     /// from); a bare host gets `https`. Errors name the source, never the value.
     pub(super) fn parse_endpoint(&self, source: &str, value: &str) -> Result<Endpoint> {
-        Endpoint::parse(&self.locator.display(), source, value, "https")
+        // Endpoints are the clouds', whose paths are their display form: no copy per attempt.
+        Endpoint::parse(self.path(), source, value, "https")
     }
 
     /// The headers every request starts with: `Range`, then `If-Match` when pinned.
@@ -78,9 +79,12 @@ impl<'a> Attempt<'a> {
         protect_auth: bool,
     ) -> Result<Prepared> {
         let custom = self.settings.http_headers()?;
-        let generated: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
-        check_managed_headers(custom, &generated, protect_auth)?;
-        headers.extend(custom.iter().cloned());
+        // Most clients configure none: no per-attempt list of names to check them against.
+        if !custom.is_empty() {
+            let generated: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+            check_managed_headers(custom, &generated, protect_auth)?;
+            headers.extend(custom.iter().cloned());
+        }
         Ok(Prepared {
             request: Request { url, headers },
             redirect,

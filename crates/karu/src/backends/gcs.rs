@@ -51,10 +51,12 @@ pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
     if let Some(project) = user_project {
         headers.push(("x-goog-user-project".to_owned(), project.to_owned()));
     }
-    match method {
-        Method::Anonymous => {}
+    // Signed requests never follow redirects: a redirect would carry the signature elsewhere.
+    let redirect = match method {
+        Method::Anonymous => a.follow_redirects(),
         Method::Bearer(token) => {
             headers.push(("Authorization".to_owned(), format!("Bearer {token}")));
+            RedirectPolicy::Never
         }
         Method::Hmac { id, secret } => {
             let date = httpdate::fmt_http_date(a.signing.now);
@@ -64,12 +66,8 @@ pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
                 "Authorization".to_owned(),
                 format!("GOOG1 {id}:{signature}"),
             ));
+            RedirectPolicy::Never
         }
-    }
-    // Signed requests never follow redirects: a redirect would carry the signature elsewhere.
-    let redirect = match method {
-        Method::Anonymous => a.follow_redirects(),
-        _ => RedirectPolicy::Never,
     };
     a.finish(format!("{root}{resource}"), headers, redirect, true)
 }

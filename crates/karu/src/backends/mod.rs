@@ -124,14 +124,27 @@ pub(crate) fn correction(
     used_region: Option<&str>,
     signed: bool,
 ) -> Option<Correction> {
-    match locator.backend() {
-        Backend::S3 => s3::correction(status, headers, body, used_region, signed),
-        Backend::Source => source::correction(status, body, signed),
-        Backend::Gcs | Backend::Azure | Backend::AzureDataLake => {
-            (signed && status == 401).then_some(Correction::RefreshCredentials)
-        }
-        Backend::File | Backend::Http | Backend::HuggingFace => None,
+    let backend = locator.backend();
+    if backend == Backend::S3
+        && let Some(region) = s3::region_hint(headers, body)
+        && used_region != Some(region)
+    {
+        return Some(Correction::Region(region.to_owned()));
     }
+    // Only credentials that were sent can have expired.
+    let rejected = match backend {
+        Backend::S3 => status == 403 && s3::expired(body),
+        Backend::Source => status == 401 || (status == 403 && s3::expired(body)),
+        Backend::Gcs | Backend::Azure | Backend::AzureDataLake => status == 401,
+        Backend::File | Backend::Http | Backend::HuggingFace => false,
+    };
+    (signed && rejected).then_some(Correction::RefreshCredentials)
+}
+
+/// False for providers that answer a suffix range (`bytes=-n`) wrongly: Azure ignores the
+/// form (spec §5.6), so its tails are read by offset once the size is known.
+pub(crate) fn answers_suffix_ranges(backend: Backend) -> bool {
+    !matches!(backend, Backend::Azure | Backend::AzureDataLake)
 }
 
 /// True for backends whose transfers go through the credential stage first.

@@ -4,10 +4,10 @@
 
 use ::http::HeaderMap;
 
+use super::Prepared;
 use super::attempt::Attempt;
 use super::endpoint::Endpoint;
 use super::sigv4::{self, DEFAULT_REGION, valid_region};
-use super::{Correction, Prepared};
 use crate::credentials::Auth;
 use crate::error::{Error, Result, Status};
 use crate::locator::encode_key;
@@ -134,35 +134,24 @@ fn host_safe(bucket: &str) -> bool {
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
 }
 
-/// Region hints (`x-amz-bucket-region`, then `<Region>` in the body) naming a region other
-/// than the one used, and expired-token codes of a signed 403.
-pub(super) fn correction(
-    status: u16,
-    headers: &HeaderMap,
-    body: &[u8],
-    used_region: Option<&str>,
-    signed: bool,
-) -> Option<Correction> {
-    let hinted = headers
+/// The region an error response names: `x-amz-bucket-region`, then `<Region>` in the body,
+/// when it is a valid name.
+pub(super) fn region_hint<'a>(headers: &'a HeaderMap, body: &'a [u8]) -> Option<&'a str> {
+    headers
         .get("x-amz-bucket-region")
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|r| valid_region(r))
-        .or_else(|| body_region(body));
-    if let Some(region) = hinted
-        && used_region != Some(region)
-    {
-        return Some(Correction::Region(region.to_owned()));
-    }
-    (signed && status == 403 && expired(body)).then_some(Correction::RefreshCredentials)
+        .or_else(|| body_region(body))
 }
 
 /// The region named by `<Region>…</Region>` in an error body, when it is a valid name.
 fn body_region(body: &[u8]) -> Option<&str> {
-    let text = std::str::from_utf8(body).ok().or_else(|| {
+    let text = match std::str::from_utf8(body) {
+        Ok(text) => text,
         // A 4 KiB prefix may end inside a UTF-8 sequence: keep the valid part.
-        std::str::from_utf8(&body[..std::str::from_utf8(body).err()?.valid_up_to()]).ok()
-    })?;
+        Err(e) => std::str::from_utf8(&body[..e.valid_up_to()]).ok()?,
+    };
     let start = text.find("<Region>")? + "<Region>".len();
     let len = text[start..].find("</Region>")?;
     Some(text[start..start + len].trim()).filter(|r| valid_region(r))
@@ -181,7 +170,7 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::super::test_support::{header, prepare, settings, signed as signed_with};
-    use super::super::{ByteRange, Signing};
+    use super::super::{ByteRange, Correction, Signing};
     use super::*;
     use crate::config::Credentials;
     use crate::credentials::Resolved;
@@ -459,6 +448,18 @@ mod tests {
                 assert!(e.message().contains("cannot override Karu-managed header"));
             }
         }
+    }
+
+    /// The dispatcher's answer for an S3 object.
+    fn correction(
+        status: u16,
+        headers: &HeaderMap,
+        body: &[u8],
+        used_region: Option<&str>,
+        signed: bool,
+    ) -> Option<Correction> {
+        let locator = Locator::parse("s3://b/k").unwrap();
+        super::super::correction(&locator, status, headers, body, used_region, signed)
     }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {

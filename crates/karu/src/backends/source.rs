@@ -2,9 +2,9 @@
 //! anonymous by default, signed with the S3 signer when configured. No region correction
 //! and no requester pays.
 
+use super::Prepared;
 use super::attempt::Attempt;
 use super::sigv4::{self, DEFAULT_REGION, valid_region};
-use super::{Correction, Prepared, s3};
 use crate::credentials::Auth;
 use crate::error::{Error, Result, Status};
 use crate::locator::encode_key;
@@ -61,19 +61,15 @@ pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
     a.finish(url, headers, redirect, true)
 }
 
-/// A signed 401, or a signed 403 with an expired-credential code: refresh once.
-pub(super) fn correction(status: u16, body: &[u8], signed: bool) -> Option<Correction> {
-    let rejected = status == 401 || (status == 403 && s3::expired(body));
-    (signed && rejected).then_some(Correction::RefreshCredentials)
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
     use std::time::{Duration, SystemTime};
 
     use super::super::test_support::{header, prepare, settings};
-    use super::super::{ByteRange, Signing};
+    use ::http::HeaderMap;
+
+    use super::super::{ByteRange, Correction, Signing};
     use super::*;
     use crate::config::Credentials;
     use crate::credentials::Resolved;
@@ -184,6 +180,12 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.status(), Status::Config);
+    }
+
+    /// The dispatcher's answer for a Source object.
+    fn correction(status: u16, body: &[u8], signed: bool) -> Option<Correction> {
+        let locator = Locator::parse("source://a/p/k").unwrap();
+        super::super::correction(&locator, status, &HeaderMap::new(), body, None, signed)
     }
 
     #[test]

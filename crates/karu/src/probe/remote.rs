@@ -1,15 +1,15 @@
 //! Remote probes: `stat` (one GET of byte 0) and `read_ends` (head and suffix in one round
-//! trip; on Azure the head, then the tail by offset pinned by `If-Match`), through the batch
-//! path's attempt loop, validation and retries.
+//! trip; where the backend cannot answer suffix ranges, the head, then the tail by offset
+//! pinned by `If-Match`), through the batch path's attempt loop, validation and retries.
 
 use http::HeaderMap;
 
 use super::{Ends, ObjectInfo, visible_size};
-use crate::backends::ByteRange;
+use crate::backends::{self, ByteRange};
 use crate::engine::exchange::{self, Access, Env, Handler, RangeRead, Step};
 use crate::engine::remote::LoopState;
 use crate::error::{Error, Result, Status};
-use crate::locator::{Backend, Locator};
+use crate::locator::Locator;
 use crate::transport::{self, Response};
 use crate::validate::{self, Suffix};
 
@@ -144,8 +144,8 @@ fn changed(locator: &Locator) -> Error {
     )
 }
 
-/// Two strong tags that differ prove a change; a missing one proves nothing.
-fn same_version(a: &Option<String>, b: &Option<String>) -> bool {
+/// Two sizes or strong tags that differ prove a change; a missing one proves nothing.
+fn consistent<T: PartialEq>(a: &Option<T>, b: &Option<T>) -> bool {
     match (a, b) {
         (Some(x), Some(y)) => x == y,
         _ => true,
@@ -213,7 +213,7 @@ async fn bounded(
             if (buf.len() as u64) < t {
                 return Err(ended(f.end));
             }
-            if !same_version(&head_f.etag, &f.etag) || !same_total(head_f.total, f.total) {
+            if !consistent(&head_f.etag, &f.etag) || !consistent(&head_f.total, &f.total) {
                 return Err(changed(locator));
             }
             etag = etag.or(f.etag);
@@ -228,19 +228,6 @@ async fn bounded(
     })
 }
 
-fn same_total(a: Option<u64>, b: Option<u64>) -> bool {
-    match (a, b) {
-        (Some(x), Some(y)) => x == y,
-        _ => true,
-    }
-}
-
-/// Azure answers suffix ranges wrongly (spec §5.6): its tail is read by offset, after the
-/// head, pinned to the head's ETag.
-fn refuses_suffix_ranges(locator: &Locator) -> bool {
-    matches!(locator.backend(), Backend::Azure | Backend::AzureDataLake)
-}
-
 /// An open window: the head by offset and the tail as a suffix range, at the same time (or,
 /// where suffix ranges are refused, the tail by offset once the head told the size).
 async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64) -> Result<Ends> {
@@ -253,7 +240,7 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
             }
         },
         async {
-            if tail > 0 && refuses_suffix_ranges(locator) {
+            if tail > 0 && !backends::answers_suffix_ranges(locator.backend()) {
                 Some(Ok(Tail::Ignored))
             } else if tail > 0 {
                 Some(
@@ -296,7 +283,7 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
         total: t, etag: e, ..
     }) = &tail_part
     {
-        if total.is_some_and(|x| x != *t) || !same_version(&etag, e) {
+        if !consistent(&total, &Some(*t)) || !consistent(&etag, e) {
             return Err(changed(locator));
         }
         total = Some(*t);
@@ -309,7 +296,7 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
         _ => {
             // No answer told the size (no head, suffix ignored): ask for it.
             let (t, e) = exchange::run(env, locator, &Access::default(), &mut SizeProbe).await?;
-            if !same_version(&etag, &e) {
+            if !consistent(&etag, &e) {
                 return Err(changed(locator));
             }
             etag = etag.or(e);
@@ -342,8 +329,8 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
                 other => other?,
             };
             if (buf.len() as u64) < t
-                || !same_version(&etag, &f.etag)
-                || !same_total(Some(total), f.total)
+                || !consistent(&etag, &f.etag)
+                || !consistent(&Some(total), &f.total)
             {
                 return Err(changed(locator));
             }
