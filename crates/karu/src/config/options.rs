@@ -321,11 +321,12 @@ pub(crate) static ACCEPTED_NAMES: &[&str] = &[
 
 /// The canonical option a spelling names, case-insensitively; `None` for unknown names.
 pub(crate) fn resolve(name: &str) -> Option<OptId> {
-    // Only ASCII letters fold: a non-ASCII spelling can never be a known name anyway.
-    let upper = name.to_ascii_uppercase();
+    // Only ASCII letters fold: a non-ASCII spelling can never be a known name anyway. No
+    // upper-cased copy: backends resolve names on every attempt.
+    let is = |known: &str| known.eq_ignore_ascii_case(name);
     OPTIONS
         .iter()
-        .position(|d| d.name == upper || d.aliases.contains(&upper.as_str()))
+        .position(|d| is(d.name) || d.aliases.iter().any(|a| is(a)))
 }
 
 /// The definition of a canonical option.
