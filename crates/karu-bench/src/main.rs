@@ -28,7 +28,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use karu::plan::{Request, plan};
-use karu::{Client, Locator};
 use karu_testkit::{LatencyProxy, ProxyOptions};
 
 use readers::{DOWNLOAD_CHUNK, DOWNLOAD_PARALLELISM, KARU_CONCURRENCY, Measured, Reader, Target};
@@ -295,12 +294,8 @@ fn planned(reader: Reader, w: &Workload, t: &Target) -> Option<(u64, u64, u64)> 
         Reader::KaruDefault | Reader::KaruGap0 => {
             let gap = (reader == Reader::KaruGap0).then_some(0);
             // Building a client starts nothing; it only gives the planner its settings.
-            let client = Client::new(&t.karu_config(gap)).expect("client");
-            let locs: Vec<Locator> = w
-                .objects
-                .iter()
-                .map(|(name, _)| Locator::parse(&t.url(name)).expect("locator"))
-                .collect();
+            let client = t.karu_client(gap);
+            let locs = t.locators(&w.objects);
             let requests: Vec<Request> = w
                 .reads
                 .iter()

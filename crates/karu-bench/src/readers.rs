@@ -219,8 +219,9 @@ impl Target {
         Path::from(format!("{}{name}", self.prefix))
     }
 
-    /// A hermetic karu configuration for this target; `gap` sets `KARU_COALESCE_GAP`.
-    pub fn karu_config(&self, gap: Option<u64>) -> Config {
+    /// A karu client with a hermetic configuration for this target; `gap` sets
+    /// `KARU_COALESCE_GAP`.
+    pub fn karu_client(&self, gap: Option<u64>) -> Client {
         let mut config = Config::empty();
         let mut set = |name: &str, value: &str| {
             config.set(name, Some(value)).expect("a valid option");
@@ -235,7 +236,15 @@ impl Target {
             set("AWS_ACCESS_KEY_ID", &s3.key_id);
             set("AWS_SECRET_ACCESS_KEY", &s3.secret);
         }
-        config
+        Client::new(&config).expect("a karu client")
+    }
+
+    /// karu's locators of `objects` (name, size).
+    pub fn locators(&self, objects: &[(String, u64)]) -> Vec<Locator> {
+        objects
+            .iter()
+            .map(|(name, _)| Locator::parse(&self.url(name)).expect("a locator"))
+            .collect()
     }
 }
 
@@ -284,12 +293,8 @@ pub fn run(reader: Reader, w: &Workload, target: &Target, budget: Duration) -> M
 }
 
 fn karu(w: &Workload, target: &Target, gap: Option<u64>) -> usize {
-    let client = Client::new(&target.karu_config(gap)).expect("a karu client");
-    let objects: Vec<Locator> = w
-        .objects
-        .iter()
-        .map(|(n, _)| Locator::parse(&target.url(n)).expect("a locator"))
-        .collect();
+    let client = target.karu_client(gap);
+    let objects = target.locators(&w.objects);
     if let Kind::Ends(head, tail) = w.kind {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -338,10 +343,10 @@ fn karu(w: &Workload, target: &Target, gap: Option<u64>) -> usize {
 
 /// `Client::download` with its defaults (8 MiB chunks, 8 in flight).
 fn karu_download(w: &Workload, target: &Target, dest: &std::path::Path) -> usize {
-    let client = Client::new(&target.karu_config(None)).expect("a karu client");
-    let object = Locator::parse(&target.url(&w.objects[0].0)).expect("a locator");
+    let client = target.karu_client(None);
+    let object = &target.locators(&w.objects[..1])[0];
     client
-        .download(&object, dest, DownloadOptions::default())
+        .download(object, dest, DownloadOptions::default())
         .expect("the download");
     1
 }

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use crate::endpoint::{Answer, Asked, Endpoint};
-use crate::server::{RangeServer, percent_decode};
+use crate::server::{RangeServer, encode_name, percent_decode};
 
 type Hook = Box<dyn Fn(usize) + Send + Sync>;
 
@@ -135,22 +135,13 @@ fn answer(st: &mut State, asked: &Asked) -> Answer {
         Some((size, route)) if name.contains("/resolve/") => Answer::text(302, "Found")
             .with_header(
                 "location",
-                format!("http://{}/{route}/{}?size={size}", st.cdn, encode(&name)),
+                format!(
+                    "http://{}/{route}/{}?size={size}",
+                    st.cdn,
+                    encode_name(&name)
+                ),
             ),
         _ => Answer::json(404, r#"{"error":"Entry not found"}"#)
             .with_header("x-error-code", "EntryNotFound"),
     }
-}
-
-/// Percent-encodes everything but `A-Z a-z 0-9 - _ . ~ /`.
-fn encode(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }

@@ -1035,7 +1035,7 @@ fn if_match_ok(header: &str, tag: &str) -> bool {
 }
 
 /// Percent-encodes what cannot stay verbatim in a path (keeps `/`).
-fn encode_name(name: &str) -> String {
+pub(crate) fn encode_name(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for b in name.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{MEDIUM, ONE, SMALL, client, client_plus, collect, read_all};
+use common::{
+    MEDIUM, ONE, Rng, SMALL, client, client_plus, collect, random_spans, read_all, read_each,
+};
 use karu::{
     Client, Config, Credentials, CredentialsKind, CredentialsProvider, Locator, Read, Status,
 };
@@ -93,13 +95,7 @@ fn shared_key_reads_stat_read_ends_and_batches() {
     let c = az.shared_key();
     check_blobs(&c, &az.container);
     // A batch of scattered reads, merged and not, over the large blob.
-    let mut spans = Vec::new();
-    let mut x = 12_345u64;
-    for _ in 0..200 {
-        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        let len = 1 + (x >> 20) % 5000;
-        spans.push(((x >> 33) % (MEDIUM.1 - len), len));
-    }
+    let mut spans = random_spans(&mut Rng(12_345), MEDIUM.1, 200, 5000);
     spans.push((MEDIUM.1 - 1, 1));
     read_all(&c, &az.blob(MEDIUM.0), MEDIUM.0, &spans);
     // Through a connection string instead of options.
@@ -343,21 +339,14 @@ fn imds_tokens_single_flight_then_refresh_after_expiry() {
             ("KARU_COALESCE_GAP", "0"),
         ],
     );
-    let objects: Vec<Locator> = (0..8)
+    let objects: Vec<(Locator, String)> = (0..8)
         .map(|i| {
-            server.register(&format!("ctr/o{i}"), 1000);
-            Locator::parse(&format!("az://ctr/o{i}")).unwrap()
+            let name = format!("ctr/o{i}");
+            server.register(&name, 1000);
+            (Locator::parse(&format!("az://{name}")).unwrap(), name)
         })
         .collect();
-    let reads = objects
-        .iter()
-        .enumerate()
-        .map(|(i, o)| Read::new(o, 0, 1000).tag(i as u64))
-        .collect();
-    let batch = c.submit(reads).unwrap();
-    for d in collect(&batch) {
-        content::check(&format!("ctr/o{}", d.tag), 0, d.bytes()).unwrap();
-    }
+    read_each(&c, &objects, 0, 1000);
     // Eight concurrent lookups in one scope: one token call.
     assert_eq!(imds.issued(), 1);
     assert_eq!(
@@ -368,7 +357,7 @@ fn imds_tokens_single_flight_then_refresh_after_expiry() {
     imds.set_knobs(|k| k.delay = Duration::ZERO);
     std::thread::sleep(Duration::from_millis(2300));
     server.clear_log();
-    content::check("ctr/o0", 0, &c.read(&objects[0], 0, 10).unwrap()).unwrap();
+    content::check("ctr/o0", 0, &c.read(&objects[0].0, 0, 10).unwrap()).unwrap();
     assert_eq!(imds.issued(), 2);
     assert_eq!(bearers(&server), ["Bearer imds-token-2"]);
 }

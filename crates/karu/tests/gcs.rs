@@ -20,8 +20,8 @@ use std::time::{Duration, SystemTime};
 use aws_lc_rs::hmac;
 use base64::Engine as _;
 use common::{
-    LARGE, MEDIUM, ONE, Rng, SMALL, client, client_plus, collect, random_spans, read_all,
-    read_checked,
+    LARGE, MEDIUM, ONE, Rng, SMALL, client, client_plus, collect, fails_alone, random_spans,
+    read_all, read_checked, read_each,
 };
 use karu::{Client, Locator, Read, Status};
 use karu_testkit::{
@@ -268,22 +268,13 @@ fn malformed_endpoints_fail_only_their_reads() {
         ),
     ] {
         let c = client(&[("GCS_ENDPOINT", endpoint), ("GCS_NO_SIGN_REQUEST", "YES")]);
-        let batch = c
-            .submit(vec![
-                Read::new(&gs, 0, 10).tag(1),
-                Read::new(&good, 0, 10).tag(2),
-            ])
-            .unwrap();
-        let done = collect(&batch);
-        let e = done[0].result.as_ref().unwrap_err();
+        let e = fails_alone(&c, &gs, &good, "plain.bin");
         assert_eq!(e.status(), Status::Config, "{e}");
         assert_eq!(
             e.message(),
             format!("/vsigs/bucket/key.bin: GCS_ENDPOINT {why}")
         );
         assert!(!e.message().contains("pw"), "{e}");
-        assert!(done[1].result.is_ok(), "{:?}", done[1].result);
-        content::check("plain.bin", 0, done[1].bytes()).unwrap();
         assert_eq!(c.stat(&gs).unwrap_err().status(), Status::Config);
     }
 }
@@ -377,21 +368,11 @@ fn concurrent_reads_share_one_token_request() {
         store.add(n, 1000);
     }
     let c = refresh_client(&store, &tokens, &[]);
-    let objects: Vec<Locator> = names
+    let objects: Vec<(Locator, String)> = names
         .iter()
-        .map(|n| Locator::parse(&format!("gs://{n}")).unwrap())
+        .map(|n| (Locator::parse(&format!("gs://{n}")).unwrap(), n.clone()))
         .collect();
-    let reads = objects
-        .iter()
-        .enumerate()
-        .map(|(i, o)| Read::new(o, 10, 100).tag(i as u64))
-        .collect();
-    let batch = c.submit(reads).unwrap();
-    for done in &batch {
-        assert!(done.result.is_ok(), "{:?}", done.result);
-        content::check(&names[done.tag as usize], 10, done.bytes()).unwrap();
-    }
-    assert_eq!(batch.stats().transfers, 12);
+    assert_eq!(read_each(&c, &objects, 10, 100).transfers, 12);
     assert_eq!(tokens.token_requests(), 1);
     assert!(
         store

@@ -13,7 +13,7 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use common::{client, client_plus, read_all};
+use common::{client, client_plus, fails_alone, read_all, read_each};
 use karu::{
     BatchStats, Client, Config, Credentials, CredentialsKind, CredentialsProvider, Locator, Read,
     Status,
@@ -492,23 +492,10 @@ fn malformed_endpoints_fail_only_their_reads() {
             .set_path("s3://bad", "AWS_S3_ENDPOINT", Some(bad_endpoint))
             .unwrap();
         let client = Client::new(&config).unwrap();
-        let bad = s3("bad", "obj.bin");
-        let batch = client
-            .submit(vec![
-                Read::new(&bad, 0, 10).tag(1),
-                Read::new(&good, 0, 10).tag(2),
-            ])
-            .unwrap();
-        for done in &batch {
-            if done.tag == 1 {
-                let err = done.result.unwrap_err();
-                assert_eq!(err.status(), Status::Config, "{bad_endpoint}: {err}");
-                assert!(err.message().contains(message), "{bad_endpoint}: {err}");
-                assert!(!err.message().contains("pw@"), "{err}");
-            } else {
-                content::check("obj.bin", 0, done.bytes()).unwrap();
-            }
-        }
+        let err = fails_alone(&client, &s3("bad", "obj.bin"), &good, "obj.bin");
+        assert_eq!(err.status(), Status::Config, "{bad_endpoint}: {err}");
+        assert!(err.message().contains(message), "{bad_endpoint}: {err}");
+        assert!(!err.message().contains("pw@"), "{err}");
     }
 }
 
@@ -556,25 +543,11 @@ fn partial_keys_and_unknown_profiles_are_credentials_errors() {
             config.set_path(rule, name, Some(value)).unwrap();
         }
         let client = Client::new(&config).unwrap();
-        let half = s3("half", "obj.bin");
         let good = s3("good", "obj.bin");
-        let batch = client
-            .submit(vec![
-                Read::new(&half, 0, 10).tag(1),
-                Read::new(&good, 0, 10).tag(2),
-            ])
-            .unwrap();
-        for done in &batch {
-            if done.tag == 1 {
-                let err = done.result.unwrap_err();
-                assert_eq!(err.status(), Status::Credentials, "{options:?}: {err}");
-                assert!(err.message().contains(message), "{options:?}: {err}");
-                assert!(!err.message().contains("SECRET"), "{err}");
-            } else {
-                assert!(done.result.is_ok(), "{options:?}: {:?}", done.result);
-                content::check("obj.bin", 0, done.bytes()).unwrap();
-            }
-        }
+        let err = fails_alone(&client, &s3("half", "obj.bin"), &good, "obj.bin");
+        assert_eq!(err.status(), Status::Credentials, "{options:?}: {err}");
+        assert!(err.message().contains(message), "{options:?}: {err}");
+        assert!(!err.message().contains("SECRET"), "{err}");
     }
 }
 
@@ -650,21 +623,13 @@ fn container_credentials_are_shared_refreshed_once_and_reloaded_before_expiry() 
         .unwrap();
     let client = Client::new(&config).unwrap();
     let read = |count: usize| {
-        let objects: Vec<Locator> = (0..count)
-            .map(|i| s3("bkt", &format!("obj-{i}.bin")))
+        let objects: Vec<(Locator, String)> = (0..count)
+            .map(|i| {
+                let name = format!("obj-{i}.bin");
+                (s3("bkt", &name), name)
+            })
             .collect();
-        let reads = objects
-            .iter()
-            .enumerate()
-            .map(|(i, o)| Read::new(o, 100, 50).tag(i as u64))
-            .collect();
-        let batch = client.submit(reads).unwrap();
-        for done in &batch {
-            let name = format!("obj-{}.bin", done.tag);
-            assert!(done.result.is_ok(), "{name}: {:?}", done.result);
-            content::check(&name, 100, done.bytes()).unwrap();
-        }
-        batch.stats()
+        read_each(&client, &objects, 100, 50)
     };
     let last_token = || server.requests().last().unwrap().session_token.clone();
     // Sixteen transfers, four credential workers, one cold scope: one call.

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "karu.h"
 
@@ -38,6 +39,14 @@ static inline int starts_with(const char *s, const char *prefix) {
   do {                                                                                       \
     printf("%d failure(s)\n", failures);                                                     \
     return failures == 0 ? 0 : 1;                                                            \
+  } while (0)
+
+/* The end of a forked child: its own count, and its exit status for the parent to check. */
+#define CHILD_DONE()                                                                         \
+  do {                                                                                       \
+    printf("child: %d failure(s)\n", failures);                                              \
+    fflush(stdout);                                                                          \
+    _exit(failures == 0 ? 0 : 1);                                                            \
   } while (0)
 
 #endif

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use karu::{Batch, BatchStats, Client, Completion, Config, Locator, Read};
+use karu::{Batch, BatchStats, Client, Completion, Config, Error, Locator, Read};
 use karu_testkit::content;
 use karu_testkit::server::RangeServer;
 
@@ -122,30 +122,77 @@ pub fn read_checked(
     spans: &[(u64, u64)],
     check: impl Fn(u64, &[u8]) -> Result<(), String>,
 ) -> BatchStats {
-    let reads = spans
-        .iter()
-        .enumerate()
-        .map(|(i, &(off, len))| Read::new(object, off, len).tag(i as u64))
-        .collect();
-    let batch = client.submit(reads).unwrap();
+    let reads: Vec<(&Locator, u64, u64)> = spans.iter().map(|&(o, l)| (object, o, l)).collect();
+    read_spans(client, &reads, |_, off, bytes| check(off, bytes))
+}
+
+/// Reads `len` bytes at `offset` of each object in one batch (`objects[i]` is a locator and
+/// its content name), every byte checked as [`read_checked`] does; returns the batch's stats.
+pub fn read_each(
+    client: &Client,
+    objects: &[(Locator, String)],
+    offset: u64,
+    len: u64,
+) -> BatchStats {
+    let reads: Vec<(&Locator, u64, u64)> = objects.iter().map(|(o, _)| (o, offset, len)).collect();
+    read_spans(client, &reads, |i, off, bytes| {
+        content::check(&objects[i].1, off, bytes)
+    })
+}
+
+/// The batch behind [`read_checked`] and [`read_each`]: read `i` is `reads[i]`, and
+/// `check(i, offset, bytes)` judges its bytes.
+fn read_spans(
+    client: &Client,
+    reads: &[(&Locator, u64, u64)],
+    check: impl Fn(usize, u64, &[u8]) -> Result<(), String>,
+) -> BatchStats {
+    let batch = client
+        .submit(
+            reads
+                .iter()
+                .enumerate()
+                .map(|(i, &(object, off, len))| Read::new(object, off, len).tag(i as u64))
+                .collect(),
+        )
+        .unwrap();
     let mut seen = BTreeSet::new();
     for done in &batch {
-        let (off, len) = spans[done.tag as usize];
+        let i = done.tag as usize;
+        let (object, off, len) = reads[i];
         let what = format!("{} [{off}, +{len})", object.display());
         assert!(done.result.is_ok(), "{what}: {:?}", done.result);
         assert_eq!(done.got, len, "{what}");
         assert_eq!(done.bytes().len() as u64, len, "{what}");
-        check(off, done.bytes()).unwrap_or_else(|e| panic!("{what}: {e}"));
+        check(i, off, done.bytes()).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert!(seen.insert(done.tag), "tag {} completed twice", done.tag);
     }
-    assert_eq!(seen.len(), spans.len(), "every read completes once");
+    assert_eq!(seen.len(), reads.len(), "every read completes once");
     let stats = batch.stats();
     assert_eq!(stats.transfers, stats.transfers_finished);
     assert_eq!(
         stats.requested_bytes,
-        spans.iter().map(|s| s.1).sum::<u64>()
+        reads.iter().map(|r| r.2).sum::<u64>()
     );
     stats
+}
+
+/// Reads 10 bytes at 0 of `bad` (a read that must fail) and of `good` (content `good_name`) in
+/// one batch: bad input fails only the reads it affects, so the good read returns its bytes.
+/// Returns the bad read's error.
+pub fn fails_alone(client: &Client, bad: &Locator, good: &Locator, good_name: &str) -> Error {
+    let batch = client
+        .submit(vec![
+            Read::new(bad, 0, 10).tag(1),
+            Read::new(good, 0, 10).tag(2),
+        ])
+        .unwrap();
+    let [bad_done, good_done]: [Completion; 2] = collect(&batch).try_into().unwrap();
+    assert!(good_done.result.is_ok(), "{:?}", good_done.result);
+    content::check(good_name, 0, good_done.bytes()).unwrap();
+    bad_done
+        .result
+        .expect_err("the read of the bad input fails")
 }
 
 /// [`read_checked`] against the deterministic content of `name`.
