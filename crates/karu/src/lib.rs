@@ -27,6 +27,7 @@ mod batch;
 mod client;
 mod config;
 mod credentials;
+mod dest;
 mod download;
 mod engine;
 mod error;

@@ -1,55 +1,7 @@
 //! `Read`: one positional read as the caller describes it, and where its bytes go.
 
+use crate::dest::{Dest, RawBuf};
 use crate::locator::Locator;
-
-/// Where a read's bytes go.
-#[derive(Debug)]
-pub(crate) enum Dest {
-    /// karu allocates a zeroed buffer of the read's length when the read runs.
-    Alloc,
-    /// The caller's vector, resized to the read's length; returned in the completion.
-    Owned(Vec<u8>),
-    /// Memory the caller guarantees valid (and unaliased) until the batch is dropped.
-    Raw(RawBuf),
-}
-
-/// A raw destination: pointer plus length.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RawBuf {
-    pub(crate) ptr: *mut u8,
-    pub(crate) len: usize,
-}
-
-// SAFETY: a RawBuf is only built through `Read::with_raw_buffer`, whose contract makes the
-// memory exclusively karu's until the batch is dropped, and each read's memory is written by
-// exactly one worker at a time.
-unsafe impl Send for RawBuf {}
-
-impl Dest {
-    /// The destination as a mutable slice of exactly `len` bytes, allocating if needed.
-    pub(crate) fn slice(&mut self, len: usize) -> &mut [u8] {
-        match self {
-            Dest::Alloc => {
-                *self = Dest::Owned(vec![0; len]);
-                self.slice(len)
-            }
-            Dest::Owned(v) => {
-                v.resize(len, 0);
-                &mut v[..]
-            }
-            // SAFETY: see `Read::with_raw_buffer`.
-            Dest::Raw(r) => unsafe { std::slice::from_raw_parts_mut(r.ptr, r.len.min(len)) },
-        }
-    }
-
-    /// The owned buffer, if karu or the caller moved one in.
-    pub(crate) fn into_vec(self) -> Option<Vec<u8>> {
-        match self {
-            Dest::Owned(v) => Some(v),
-            Dest::Alloc | Dest::Raw(_) => None,
-        }
-    }
-}
 
 /// One positional read: an object, an offset relative to the locator's window, a length,
 /// a destination, a caller's tag and an optional version condition.
@@ -103,16 +55,19 @@ impl Read {
         self
     }
 
-    /// Reads into caller memory at `ptr` (at least `length` bytes).
+    /// Reads into caller memory at `ptr` (at least `length` bytes, which need not be
+    /// initialised: karu writes them through raw pointers and never reads them).
     ///
     /// # Safety
-    /// The memory must stay valid, and must not be read or written by anyone else, until the
-    /// batch this read is submitted in has been dropped (or, for a blocking fetch, until the
-    /// call returns). This is the C ABI's contract; safe code uses owned buffers or
+    /// The memory must be valid for writes, and must not be read or written by anyone else
+    /// (another read of any batch included), until the batch this read is submitted in has
+    /// been dropped (or, for a blocking fetch, until the call returns). This is the C ABI's
+    /// contract; safe code uses owned buffers or
     /// [`Client::fetch_into`](crate::Client::fetch_into).
     pub unsafe fn with_raw_buffer(mut self, ptr: *mut u8) -> Read {
         let len = usize::try_from(self.length).unwrap_or(usize::MAX);
-        self.dest = Dest::Raw(RawBuf { ptr, len });
+        // SAFETY: the caller's contract above.
+        self.dest = Dest::Raw(unsafe { RawBuf::new(ptr, len) });
         self
     }
 

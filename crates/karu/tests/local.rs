@@ -104,6 +104,46 @@ fn read_past_end_of_file_gives_range_with_valid_prefix() {
     }
 }
 
+/// No file holds bytes at or past 2^63 (`off_t`): such reads pass the end (`Range`), they are
+/// not file errors (the kernel's EINVAL).
+#[test]
+fn reads_at_offsets_past_2_pow_63_are_range() {
+    let f = fixture();
+    let c = client(&[]);
+    let far = 1u64 << 63;
+    let window = Locator::parse(&format!("/vsisubfile/{far}_100,{}", f.path.display())).unwrap();
+    let batch = c
+        .submit(vec![
+            Read::new(&f.object, far, 16).tag(1),
+            Read::new(&f.object, far - 8, 16).tag(2),
+            Read::new(&f.object, u64::MAX - 16, 16).tag(3),
+            Read::new(&window, 0, 10).tag(4),
+            Read::new(&f.object, 10, 20).tag(5),
+        ])
+        .unwrap();
+    let mut seen = 0;
+    for done in &batch {
+        seen += 1;
+        if done.tag == 5 {
+            content::check(NAME, 10, done.bytes()).unwrap();
+            continue;
+        }
+        assert_eq!(
+            done.status(),
+            Status::Range,
+            "read {}: {:?}",
+            done.tag,
+            done.result
+        );
+        assert_eq!(done.got, 0);
+    }
+    assert_eq!(seen, 5);
+    assert_eq!(
+        c.read(&f.object, far, 1).unwrap_err().status(),
+        Status::Range
+    );
+}
+
 #[test]
 fn merged_transfer_ending_early_fails_only_the_parts_past_the_end() {
     let f = fixture();

@@ -175,7 +175,7 @@ fn transfer(queue: &Queue, batch: Arc<Shared>, mut w: Work) {
 mod tests {
     use super::*;
     use crate::credentials::Resolved;
-    use crate::read::Dest;
+    use crate::dest::Dest;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc;

@@ -1,13 +1,13 @@
 //! File workers: positional reads (`pread`) straight into destinations.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::thread;
 
 use super::queue::WorkQueue;
 use super::{PartRead, Work};
 use crate::batch::{Completion, Counters, Shared};
+use crate::dest::Dest;
 use crate::error::{Error, Status};
 
 /// Transfers handed to a worker at once: enough to amortize the queue lock on small reads,
@@ -137,25 +137,34 @@ fn read_transfer(w: Work, files: &mut OpenFiles, done: &mut Vec<Completion>) -> 
             done.extend(run.into_iter().map(|p| finish_part(&id, p, result())));
             continue;
         }
-        if run.len() == 1 {
-            let mut part = run.pop().expect("one part");
-            let len = part.length as usize;
-            let result = read_full(file, part.offset, part.dest.slice(len));
-            let n = match &result {
-                Ok(n) => *n,
-                Err((n, e)) => {
-                    failure = Some(e.clone());
-                    *n
+        // A run whose scratch buffer cannot be had is read part by part instead.
+        let mut scratch = Dest::Alloc;
+        if run.len() == 1 || scratch.prepare(end - run[0].offset).is_err() {
+            for mut part in run {
+                let result = part
+                    .dest
+                    .prepare(part.length)
+                    .map_err(|e| (0, e))
+                    .and_then(|()| part.dest.read_file(file, part.offset));
+                match &result {
+                    Ok(n) => {
+                        stopped |= *n as u64 != part.length;
+                        received += *n as u64;
+                    }
+                    Err((n, e)) if e.status() == Status::Io => {
+                        stopped = true;
+                        failure = Some(e.clone());
+                        received += *n as u64;
+                    }
+                    Err(_) => {} // no buffer for this read alone
                 }
-            };
-            stopped = n < len;
-            received += n as u64;
-            done.push(finish_part(&id, part, result));
+                done.push(finish_part(&id, part, result));
+            }
             continue;
         }
         let start = run[0].offset;
-        let mut scratch = vec![0u8; (end - start) as usize];
-        let result = read_full(file, start, &mut scratch);
+        let result = scratch.read_file(file, start);
+        let scratch = scratch.into_vec().unwrap_or_default();
         let (n, error) = match result {
             Ok(n) => (n, None),
             Err((n, e)) => (n, Some(e)),
@@ -165,12 +174,17 @@ fn read_transfer(w: Work, files: &mut OpenFiles, done: &mut Vec<Completion>) -> 
         received += n as u64;
         for mut part in run {
             let from = (part.offset - start) as usize;
-            let len = part.length as usize;
-            let avail = n.saturating_sub(from).min(len);
-            part.dest.slice(len)[..avail].copy_from_slice(&scratch[from..from + avail]);
             let result = match &error {
                 Some(e) => Err((0, e.clone())),
-                None => Ok(avail),
+                None => part
+                    .dest
+                    .prepare(part.length)
+                    .map_err(|e| (0, e))
+                    .map(|()| {
+                        let avail = n.saturating_sub(from).min(part.length as usize);
+                        part.dest.write(0, &scratch[from..from + avail]);
+                        avail
+                    }),
             };
             done.push(finish_part(&id, part, result));
         }
@@ -195,21 +209,6 @@ fn finish_part(id: &str, part: PartRead, result: Result<usize, (usize, Error)>) 
         }
         Err((_, e)) => part.complete(Err(e.context(id)), 0),
     }
-}
-
-/// Reads until `buf` is full or the file ends; returns how many bytes were read, or the OS
-/// error with the count read before it.
-pub(crate) fn read_full(file: &File, offset: u64, buf: &mut [u8]) -> Result<usize, (usize, Error)> {
-    let mut n = 0;
-    while n < buf.len() {
-        match file.read_at(&mut buf[n..], offset + n as u64) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err((n, Error::new(Status::Io, e.to_string()))),
-        }
-    }
-    Ok(n)
 }
 
 /// A worker's open files, kept only while it serves one batch, so a file replaced between

@@ -11,11 +11,11 @@ use std::sync::{Arc, OnceLock};
 
 use crate::batch::{Completion, Counters, Shared};
 use crate::config::Settings;
+use crate::dest::Dest;
 use crate::error::{Error, Result};
 use crate::locator::Locator;
-use crate::read::Dest;
 
-pub(crate) use file::{FileWorkers, read_full};
+pub(crate) use file::FileWorkers;
 pub(crate) use remote::Remote;
 
 /// How many file workers do positional reads.

@@ -326,13 +326,21 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
         locator,
         offset,
         length,
-        mut parts,
+        parts,
         if_match,
         access,
     } = work;
-    for p in &mut parts {
-        p.dest.slice(p.length as usize);
+    // Buffers are allocated when the transfer runs; a read whose buffer cannot be had fails
+    // alone.
+    let mut done = Vec::new();
+    let mut ready = Vec::with_capacity(parts.len());
+    for mut p in parts {
+        match p.dest.prepare(p.length) {
+            Ok(()) => ready.push(p),
+            Err(e) => done.push(p.complete(Err(e.context(locator.display())), 0)),
+        }
     }
+    let mut parts = ready;
     let result = {
         let env = state.env(Some(&batch));
         let sink = |at: u64, data: &[u8]| scatter(&mut parts, at, data);
@@ -345,7 +353,7 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
         );
         exchange::run(&env, &locator, &access, &mut read).await
     };
-    let done = complete(&locator, parts, result.map(|f| f.end));
+    done.extend(complete(&locator, parts, result.map(|f| f.end)));
     Counters::add(&batch.counters.transfers_finished, 1);
     batch.finish(done);
 }
@@ -363,9 +371,10 @@ pub(crate) fn scatter(parts: &mut [PartRead], at: u64, data: &[u8]) {
         }
         let from = at.max(p.offset);
         let to = end.min(p_end);
-        let dst = p.dest.slice(p.length as usize);
-        dst[(from - p.offset) as usize..(to - p.offset) as usize]
-            .copy_from_slice(&data[(from - at) as usize..(to - at) as usize]);
+        p.dest.write(
+            (from - p.offset) as usize,
+            &data[(from - at) as usize..(to - at) as usize],
+        );
     }
 }
 

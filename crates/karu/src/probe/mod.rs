@@ -6,7 +6,7 @@ pub(crate) mod remote;
 
 use std::fs::File;
 
-use crate::engine::read_full;
+use crate::dest::Dest;
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 
@@ -103,9 +103,12 @@ pub(crate) fn local_read_ends(locator: &Locator, head: u64, tail: u64) -> Result
 /// Reads exactly `len` bytes at absolute `offset`; a short file (inside a bounded window)
 /// is `Range`.
 fn read_exact_at(locator: &Locator, file: &File, offset: u64, len: u64) -> Result<Vec<u8>> {
-    let mut buf = vec![0u8; len as usize];
-    let n = read_full(file, offset, &mut buf).map_err(|(_, e)| e.context(locator.display()))?;
-    if n < buf.len() {
+    let mut buf = Dest::Alloc;
+    buf.prepare(len).map_err(|e| e.context(locator.display()))?;
+    let n = buf
+        .read_file(file, offset)
+        .map_err(|(_, e)| e.context(locator.display()))?;
+    if n as u64 != len {
         return Err(Error::new(
             Status::Range,
             format!(
@@ -115,5 +118,5 @@ fn read_exact_at(locator: &Locator, file: &File, offset: u64, len: u64) -> Resul
             ),
         ));
     }
-    Ok(buf)
+    Ok(buf.into_vec().unwrap_or_default())
 }

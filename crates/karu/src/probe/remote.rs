@@ -6,6 +6,7 @@ use http::HeaderMap;
 
 use super::{Ends, ObjectInfo, visible_size};
 use crate::backends::{self, ByteRange};
+use crate::dest;
 use crate::engine::exchange::{self, Access, Env, Handler, RangeRead, Step};
 use crate::engine::remote::LoopState;
 use crate::error::{Error, Result, Status};
@@ -103,7 +104,14 @@ async fn read_span(
     len: u64,
     if_match: Option<&str>,
 ) -> Result<(Vec<u8>, exchange::Fetched)> {
-    let mut buf = vec![0u8; len as usize];
+    // Room for the whole span is reserved up front (or the read fails with `NoMem`); bytes
+    // then fill it in order, so a span past the object's end costs no more than it holds.
+    let mut buf = Vec::new();
+    usize::try_from(len)
+        .ok()
+        .and_then(|n| buf.try_reserve_exact(n).ok())
+        .ok_or_else(|| dest::no_memory(usize::try_from(len).unwrap_or(usize::MAX)))
+        .map_err(|e| e.context(locator.display()))?;
     if len == 0 {
         let fetched = exchange::Fetched {
             end: start,
@@ -113,9 +121,16 @@ async fn read_span(
         return Ok((buf, fetched));
     }
     let fetched = {
+        // Bytes arrive in order from `start`, and again from an earlier offset after a
+        // restart: overwrite what is there, append the rest.
         let sink = |at: u64, data: &[u8]| {
             let i = (at - start) as usize;
-            buf[i..i + data.len()].copy_from_slice(data);
+            if buf.len() < i {
+                buf.resize(i, 0);
+            }
+            let overlap = (buf.len() - i).min(data.len());
+            buf[i..i + overlap].copy_from_slice(&data[..overlap]);
+            buf.extend_from_slice(&data[overlap..]);
         };
         let mut read = RangeRead::new(env.settings, start, start + len - 1, if_match, sink);
         exchange::run(env, locator, &Access::default(), &mut read).await?
@@ -169,6 +184,8 @@ pub(crate) async fn read_ends(
     }
     let env = state.env(None);
     let woff = locator.window_offset();
+    // The visible object ends by byte 2^64 - 1: longer ends ask for nothing more.
+    let (head, tail) = (head.min(u64::MAX - woff), tail.min(u64::MAX - woff));
     match locator.window_length() {
         Some(wlen) => bounded(&env, locator, woff, wlen, head, tail).await,
         None => open(&env, locator, woff, head, tail).await,
