@@ -248,6 +248,7 @@ typedef struct karu_req {
   uint64_t length;
   /*
    Destination of `length` bytes, or NULL to let karu allocate (free with `karu_free`).
+   Written only, never read; must not overlap another request's buffer (INVALID).
    */
   void *buffer;
   /*
@@ -649,6 +650,12 @@ karu_status karu_client_download(struct karu_client *client,
 
 /*
  Submits `count` reads and returns at once with a batch to drain with `karu_batch_next`.
+
+ Buffers: each caller buffer belongs to the batch until `karu_batch_free`; karu only
+ writes it (it may be uninitialised memory) and never reads it. The caller buffers of one
+ submit must not overlap: overlapping ones fail the whole submit with `KARU_ERR_INVALID`
+ ("request j's buffer overlaps request i's"). Lending a buffer to two live batches at
+ once, or touching it while its batch runs, is the caller's error (undefined behaviour).
  */
 KARU_API
 karu_status karu_client_submit(struct karu_client *client,
@@ -690,7 +697,8 @@ karu_status karu_batch_get_stats(const struct karu_batch *batch,
 
 /*
  Submits, drains with infinite waits and frees: OK, or the first failure in completion
- order (its message becomes the last error). Every request needs a buffer.
+ order (its message becomes the last error). Every request needs a buffer, and the
+ buffers must not overlap (INVALID), as for `karu_client_submit`.
  */
 KARU_API
 karu_status karu_client_fetch(struct karu_client *client,

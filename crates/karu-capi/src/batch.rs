@@ -93,6 +93,61 @@ unsafe fn check_requests(call: &str, reqs: &[karu_req]) -> Result<(), c_int> {
     Ok(())
 }
 
+/// Refuses caller buffers that overlap within one submit: two workers would write the same
+/// bytes at once, a data race. Karu's own buffers never overlap anything.
+fn check_overlaps(call: &str, reqs: &[karu_req]) -> Result<(), c_int> {
+    let spans = reqs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.buffer.is_null())
+        .map(|(i, r)| {
+            let start = r.buffer as usize;
+            let len = usize::try_from(r.length).unwrap_or(usize::MAX);
+            (start, start.saturating_add(len), i)
+        });
+    let overlap = |(a, b): (usize, usize)| {
+        let (first, second) = (a.min(b), a.max(b));
+        Err(error::fail(
+            Status::Invalid,
+            format!("{call}: request {second}'s buffer overlaps request {first}'s"),
+        ))
+    };
+    // Buffers in address order (the usual layout) are checked in one pass, without sorting.
+    let mut prev: Option<(usize, usize, usize)> = None;
+    let mut sorted = true;
+    for (start, end, i) in spans.clone() {
+        if let Some((p_start, p_end, p)) = prev {
+            if start < p_start {
+                sorted = false;
+                break;
+            }
+            if start < p_end {
+                return overlap((p, i));
+            }
+        }
+        prev = Some((start, end, i));
+    }
+    if sorted {
+        return Ok(());
+    }
+    let mut all = Vec::new();
+    all.try_reserve_exact(reqs.len())
+        .map_err(|_| error::fail(Status::NoMem, format!("{call}: out of memory")))?;
+    all.extend(spans);
+    all.sort_unstable();
+    // Sorted and disjoint so far: only the previous span can reach past the next start.
+    let mut prev: Option<(usize, usize)> = None;
+    for (start, end, i) in all {
+        if let Some((p_end, p)) = prev
+            && start < p_end
+        {
+            return overlap((p, i));
+        }
+        prev = Some((end, i));
+    }
+    Ok(())
+}
+
 /// Checks, converts and submits; the common part of submit, submit_with, fetch, fetch_with.
 ///
 /// # Safety
@@ -110,6 +165,7 @@ unsafe fn submit(
         .map_err(|e| error::fail(e.status(), format!("{call}: {}", e.message())))?;
     // SAFETY: forwarded C contract.
     unsafe { check_requests(call, reqs)? };
+    check_overlaps(call, reqs)?;
     let mut batch = Box::new(karu_batch {
         batch: None,
         slots: Vec::with_capacity(reqs.len()),
@@ -199,6 +255,12 @@ unsafe fn submit_entry(
 }
 
 /// Submits `count` reads and returns at once with a batch to drain with `karu_batch_next`.
+///
+/// Buffers: each caller buffer belongs to the batch until `karu_batch_free`; karu only
+/// writes it (it may be uninitialised memory) and never reads it. The caller buffers of one
+/// submit must not overlap: overlapping ones fail the whole submit with `KARU_ERR_INVALID`
+/// ("request j's buffer overlaps request i's"). Lending a buffer to two live batches at
+/// once, or touching it while its batch runs, is the caller's error (undefined behaviour).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn karu_client_submit(
     client: *mut karu_client,
@@ -411,7 +473,8 @@ unsafe fn fetch(
 }
 
 /// Submits, drains with infinite waits and frees: OK, or the first failure in completion
-/// order (its message becomes the last error). Every request needs a buffer.
+/// order (its message becomes the last error). Every request needs a buffer, and the
+/// buffers must not overlap (INVALID), as for `karu_client_submit`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn karu_client_fetch(
     client: *mut karu_client,

@@ -144,6 +144,7 @@ pub struct karu_req {
     /// Length: nonzero and finite.
     pub length: u64,
     /// Destination of `length` bytes, or NULL to let karu allocate (free with `karu_free`).
+    /// Written only, never read; must not overlap another request's buffer (INVALID).
     pub buffer: *mut c_void,
     /// Returned untouched in the completion.
     pub tag: *mut c_void,

@@ -199,6 +199,14 @@ fn credentials() {
     run(&program, &[&base, copy.to_str().unwrap()], &[]);
 }
 
+#[test]
+fn buffers() {
+    let dir = scratch("buffers");
+    let (_server, base, copy) = server(&dir);
+    let program = compile("buffers", &dir);
+    run(&program, &[&base, copy.to_str().unwrap()], &[]);
+}
+
 /// The ten-line example of README.md, compiled as written, against the shared library.
 fn readme_example_source(dir: &Path) -> PathBuf {
     let readme = std::fs::read_to_string(crate_dir().join("README.md")).expect("README.md");
@@ -356,4 +364,6 @@ fn valgrind() {
         &[&base, copy.to_str().unwrap(), dir.to_str().unwrap()],
         &memcheck,
     );
+    let buffers = compile("buffers", &dir);
+    run(&buffers, &[&base, copy.to_str().unwrap()], &memcheck);
 }
