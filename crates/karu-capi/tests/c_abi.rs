@@ -207,18 +207,94 @@ fn buffers() {
     run(&program, &[&base, copy.to_str().unwrap()], &[]);
 }
 
+/// The C++ standards the facade is built with: C++17 and the newest g++ knows as C++23.
+fn cxx_standards() -> Vec<&'static str> {
+    let knows = |std: &str| {
+        Command::new("g++")
+            .args([&format!("-std={std}"), "-x", "c++", "-fsyntax-only", "-"])
+            .stdin(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let newest = ["c++23", "c++2b"].into_iter().find(|s| knows(s));
+    assert!(
+        newest.is_some(),
+        "g++ knows neither -std=c++23 nor -std=c++2b"
+    );
+    ["c++17"].into_iter().chain(newest).collect()
+}
+
+/// Compiles `tests/cpp/<name>.cpp` with g++ as `std` against the shared library.
+fn compile_cxx(name: &str, std: &str, dir: &Path) -> PathBuf {
+    let lib = lib_dir();
+    let out = dir.join(format!("{name}-{std}"));
+    let output = Command::new("g++")
+        .arg(format!("-std={std}"))
+        .args([
+            "-g",
+            "-O1",
+            "-Wall",
+            "-Wextra",
+            "-Wpedantic",
+            "-Werror",
+            "-I",
+        ])
+        .arg(crate_dir().join("include"))
+        .arg(crate_dir().join(format!("tests/cpp/{name}.cpp")))
+        .arg("-o")
+        .arg(&out)
+        .arg(format!("-L{}", lib.display()))
+        .arg("-lkaru")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .output()
+        .expect("run g++");
+    assert!(
+        output.status.success(),
+        "g++ -std={std} failed for {name}.cpp:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}
+
+/// The C++ facade `karu/karu.hpp`, built as C++17 and as C++23, against the HTTP test server
+/// and a local file.
+#[test]
+fn cxx_facade() {
+    if !have("g++") {
+        assert!(std::env::var_os("CI").is_none(), "g++ is required in CI");
+        println!("skipped: g++ is not installed");
+        return;
+    }
+    let dir = scratch("facade");
+    let (_server, base, copy) = server(&dir);
+    for std in cxx_standards() {
+        let program = compile_cxx("facade", std, &dir);
+        run(
+            &program,
+            &[&base, copy.to_str().unwrap(), dir.to_str().unwrap()],
+            &[],
+        );
+    }
+}
+
 /// The ten-line example of README.md, compiled as written, against the shared library.
 fn readme_example_source(dir: &Path) -> PathBuf {
+    readme_block(dir, "c", "example.c")
+}
+
+/// The first ```` ```lang ```` block of README.md, written to `dir/file`.
+fn readme_block(dir: &Path, lang: &str, file: &str) -> PathBuf {
     let readme = std::fs::read_to_string(crate_dir().join("README.md")).expect("README.md");
-    let start = readme.find("```c\n").expect("a C block in README.md") + 5;
-    let len = readme[start..].find("```").expect("closed C block");
+    let fence = format!("```{lang}\n");
+    let start = readme.find(&fence).expect("a code block in README.md") + fence.len();
+    let len = readme[start..].find("```").expect("closed code block");
     let source = &readme[start..start + len];
     assert!(
-        source.lines().count() <= 11,
+        source.lines().count() <= 12,
         "the README example stays about ten lines"
     );
-    let path = dir.join("example.c");
-    std::fs::write(&path, source).expect("write example.c");
+    let path = dir.join(file);
+    std::fs::write(&path, source).expect("write the example");
     path
 }
 
@@ -264,11 +340,13 @@ fn pkg_config_install() {
     for sub in ["include/karu", "lib/pkgconfig"] {
         std::fs::create_dir_all(prefix.join(sub)).unwrap();
     }
-    std::fs::copy(
-        crate_dir().join("include/karu.h"),
-        prefix.join("include/karu/karu.h"),
-    )
-    .unwrap();
+    for (from, to) in [("karu.h", "karu.h"), ("karu/karu.hpp", "karu.hpp")] {
+        std::fs::copy(
+            crate_dir().join("include").join(from),
+            prefix.join("include/karu").join(to),
+        )
+        .unwrap();
+    }
     std::fs::copy(lib.join("libkaru.so"), prefix.join("lib/libkaru.so")).unwrap();
     let pc = std::fs::read_to_string(crate_dir().join("karu.pc")).unwrap();
     let pc = pc.replace("prefix=/usr/local", &format!("prefix={}", prefix.display()));
@@ -297,6 +375,31 @@ fn pkg_config_install() {
         assert!(status.success(), "example {i} builds with pkg-config flags");
         let data = dir.join("hello.txt");
         std::fs::write(&data, b"hello, ranges").unwrap();
+        assert_eq!(
+            run(&program, &[data.to_str().unwrap()], &[]).trim(),
+            "read: ranges"
+        );
+    }
+    // The C++ example, through the installed karu/karu.hpp.
+    if !have("g++") {
+        assert!(std::env::var_os("CI").is_none(), "g++ is required in CI");
+        return;
+    }
+    let source = readme_block(&dir, "cpp", "example.cpp");
+    for std in cxx_standards() {
+        let program = dir.join(format!("example-cpp-{std}"));
+        let status = Command::new("g++")
+            .arg(format!("-std={std}"))
+            .args(["-Wall", "-Wextra", "-Werror"])
+            .arg(&source)
+            .arg("-o")
+            .arg(&program)
+            .args(flags.split_whitespace())
+            .arg(format!("-Wl,-rpath,{}", prefix.join("lib").display()))
+            .status()
+            .expect("run g++");
+        assert!(status.success(), "the C++ example builds as {std}");
+        let data = dir.join("hello.txt");
         assert_eq!(
             run(&program, &[data.to_str().unwrap()], &[]).trim(),
             "read: ranges"
@@ -366,4 +469,13 @@ fn valgrind() {
     );
     let buffers = compile("buffers", &dir);
     run(&buffers, &[&base, copy.to_str().unwrap()], &memcheck);
+    if have("g++") {
+        let newest = cxx_standards().pop().expect("a C++ standard");
+        let facade = compile_cxx("facade", newest, &dir);
+        run(
+            &facade,
+            &[&base, copy.to_str().unwrap(), dir.to_str().unwrap()],
+            &memcheck,
+        );
+    }
 }
