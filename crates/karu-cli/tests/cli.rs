@@ -147,6 +147,22 @@ fn errors_are_one_line_on_stderr_with_distinct_exit_codes() {
     }
 }
 
+/// A timeout and an unsupported locator once both exited 12 (10 + |status|).
+#[test]
+fn timeout_and_unsupported_exit_with_different_codes() {
+    let server = karu_testkit::server::RangeServer::start();
+    let slow = server.url("/ok/slow?size=100&delay_ms=3000");
+    let out = karu(
+        &["-c", "KARU_REQUEST_TIMEOUT=1", "read", &slow, "0", "10"],
+        None,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(32), "{err}");
+    assert!(err.contains("request timeout"), "{err}");
+    let out = karu(&["read", "/vsizip/a.zip/m", "0", "1"], None);
+    assert_eq!(out.status.code(), Some(12));
+}
+
 #[test]
 fn read_stat_cat_and_plan_work_on_http_urls() {
     let server = karu_testkit::server::RangeServer::start();
