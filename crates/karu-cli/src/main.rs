@@ -212,11 +212,20 @@ fn run(cli: Cli) -> Result<(), Error> {
 
 /// Streams the whole object in 8 MiB ranges, a few batches in flight ahead of the writer,
 /// recycling their buffers (fresh pages cost more than the copy).
+///
+/// Never bytes of two versions: the first answer's strong ETag pins every chunk with
+/// `If-Match`, so a replaced object fails with PRECONDITION instead of splicing. A remote
+/// object without a strong ETag goes through [`cat_unpinned`]. Local files have no versions
+/// to pin.
 fn cat(client: &Client, uri: &str) -> Result<(), Error> {
     const CHUNK: u64 = 8 << 20;
     const AHEAD: usize = 4;
     let object = Locator::parse(uri)?;
-    let size = client.size(&object)?;
+    let info = client.stat(&object)?;
+    if object.is_remote() && info.etag.is_none() {
+        return cat_unpinned(client, &object);
+    }
+    let size = info.size;
     let mut out = io::stdout().lock();
     let mut next = 0u64;
     let mut inflight = std::collections::VecDeque::new();
@@ -224,7 +233,11 @@ fn cat(client: &Client, uri: &str) -> Result<(), Error> {
     while next < size || !inflight.is_empty() {
         while next < size && inflight.len() < AHEAD {
             let len = CHUNK.min(size - next);
-            let read = Read::new(&object, next, len).into_buffer(spare.pop().unwrap_or_default());
+            let mut read =
+                Read::new(&object, next, len).into_buffer(spare.pop().unwrap_or_default());
+            if let Some(etag) = &info.etag {
+                read = read.if_match(etag);
+            }
             inflight.push_back(client.submit(vec![read])?);
             next += len;
         }
@@ -234,6 +247,29 @@ fn cat(client: &Client, uri: &str) -> Result<(), Error> {
         out.write_all(&data).map_err(io_err)?;
         spare.push(data);
     }
+    out.flush().map_err(io_err)
+}
+
+/// `cat` of a remote object with no strong ETag to pin chunks to: a download into a private
+/// temporary directory, which applies the download rule for such objects (Last-Modified and
+/// size with `If-Unmodified-Since`, or one stream restarted from the start, never a
+/// splice), then a copy to stdout.
+fn cat_unpinned(client: &Client, object: &Locator) -> Result<(), Error> {
+    let dir = tempfile::Builder::new()
+        .prefix("karu-cat-")
+        .tempdir()
+        .map_err(|e| {
+            Error::new(
+                Status::Io,
+                format!("cannot create a temporary directory: {e}"),
+            )
+        })?;
+    let path = dir.path().join("object");
+    client.download(object, &path, DownloadOptions::default())?;
+    let mut file = std::fs::File::open(&path)
+        .map_err(|e| Error::new(Status::Io, format!("{}: {e}", path.display())))?;
+    let mut out = io::stdout().lock();
+    io::copy(&mut file, &mut out).map_err(io_err)?;
     out.flush().map_err(io_err)
 }
 

@@ -191,6 +191,42 @@ fn read_stat_cat_and_plan_work_on_http_urls() {
     assert_eq!(out.status.code(), Some(23));
 }
 
+/// `cat` once learnt only the size, so no chunk carried `If-Match`: an object replaced
+/// mid-read came out as version 0 then version 1, with exit 0. Every chunk is now pinned to
+/// the first answer's ETag.
+#[test]
+fn cat_never_splices_two_versions() {
+    let server = karu_testkit::server::RangeServer::start();
+    let size = 20u64 << 20; // three 8 MiB chunks
+    // Unchanged: every chunk carries the ETag of the first answer, and the bytes are v0.
+    let url = server.url(&format!("/ok/cat-same?size={size}"));
+    let out = karu(&["cat", &url], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout.len() as u64, size);
+    content::check("cat-same", 0, &out.stdout).unwrap();
+    let etag = karu_testkit::server::etag("cat-same", size, 0);
+    let chunks: Vec<_> = server.log().into_iter().skip(1).collect();
+    assert_eq!(chunks.len(), 3, "{chunks:?}");
+    for c in &chunks {
+        assert_eq!(c.header("if-match"), Some(etag.as_str()), "{c:?}");
+    }
+
+    // Replaced after the first two requests: at least one chunk meets version 1.
+    let url = server.url(&format!("/etag-change/cat-swap?size={size}&at=2"));
+    let out = karu(&["cat", &url], None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(24), "{err}");
+    assert!(err.contains("HTTP 412"), "{err}");
+    assert!((out.stdout.len() as u64) < size);
+    // Whatever was written before the failure is version 0, and only whole chunks.
+    content::check("cat-swap", 0, &out.stdout).unwrap();
+    assert_eq!(out.stdout.len() % (8 << 20), 0);
+}
+
 #[test]
 fn get_downloads_with_plain_progress_lines_and_a_summary() {
     let server = karu_testkit::server::RangeServer::start();
