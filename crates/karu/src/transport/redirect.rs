@@ -44,7 +44,10 @@ pub(crate) fn resolve_location(current: &str, location: &str) -> Result<String, 
     let invalid = |why: String| {
         TransportError::new(
             TransportErrorKind::InvalidUrl,
-            format!("invalid redirect Location {location:?}: {why}"),
+            format!(
+                "invalid redirect Location {:?}: {why}",
+                crate::locator::redact_url(location)
+            ),
         )
     };
     let lower = location.get(..8).unwrap_or(location).to_ascii_lowercase();
