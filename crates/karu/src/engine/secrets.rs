@@ -48,10 +48,10 @@ fn redactor(settings: &Settings, locator: &Locator, sent: &Sent) -> Redactor {
     let mut r = Redactor::default();
     for (name, value) in settings.secret_options(locator.identity()) {
         match name {
-            // Every value of a user header, whatever its name: any may be an API key.
+            // A user header may be an API key whatever its name: long values are hidden.
             "KARU_HTTP_HEADERS" => {
                 for (n, v) in settings.http_headers().unwrap_or_default() {
-                    r.secret(v);
+                    r.opaque(v);
                     r.header(n, v);
                 }
             }
@@ -99,7 +99,7 @@ mod tests {
             ("HF_TOKEN", "hf_optiontoken"),
             (
                 "KARU_HTTP_HEADERS",
-                "X-Api-Key: header-api-key\nAccept: text/plain",
+                "X-Api-Key: header-api-key\nX-Custom: custom-header-value\nAccept: text/plain",
             ),
             ("KARU_HTTP_PROXY", "http://puser:proxy-pass@127.0.0.1:3128"),
         ] {
@@ -126,14 +126,14 @@ mod tests {
         sent.note(&request, &auth);
         sent.note(&request, &auth);
         assert_eq!((sent.headers.len(), sent.credentials.len()), (1, 1));
-        let echoed = "option-secret-key Y29ubmtleQ== hf_optiontoken header-api-key \
+        let echoed = "option-secret-key Y29ubmtleQ== hf_optiontoken header-api-key custom-header-value \
                       proxy-pass cHVzZXI6cHJveHktcGFzcw== url-pass url-token resolved-session \
-                      resolved-bearer AWS4-HMAC-SHA256 Signature=sent-sig bytes=0-9";
+                      resolved-bearer AWS4-HMAC-SHA256 Signature=sent-sig bytes=0-9 text/plain";
         let e = redact(&settings, &locator, &sent, Error::new(Status::Http, echoed));
         assert_eq!(e.status(), Status::Http);
         assert_eq!(
             e.message(),
-            format!("{} bytes=0-9", ["<redacted>"; 11].join(" "))
+            format!("{} bytes=0-9 text/plain", ["<redacted>"; 12].join(" "))
         );
     }
 }

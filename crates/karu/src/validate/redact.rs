@@ -26,6 +26,11 @@ pub(crate) const REDACTED: &str = "<redacted>";
 /// while guarding next to nothing. Field rules ([`scrub`]) still hide them where named.
 const MIN_SECRET: usize = 4;
 
+/// Values that only may be secrets (a custom header's, a locator query parameter's) are
+/// searched for alone from this length on: tokens, keys and signatures are longer, while
+/// shorter values (`1000`, `ignore`, `text/plain`) are words a message needs.
+const MIN_OPAQUE: usize = 16;
+
 /// A message ending with at least this many leading characters of a secret is taken to be
 /// cut inside it. Fewer guard next to nothing, and a shorter rule would eat ordinary words
 /// that happen to start a configured value (`text` of an `Accept: text/plain` header).
@@ -37,6 +42,7 @@ const MIN_TAIL: usize = 8;
 /// `x-amz-signature`, and `secret` covers `client_secret`.
 const CREDENTIAL_FIELDS: &[&str] = &[
     "authorization",
+    "auth",
     "cookie",
     "api-key",
     "api_key",
@@ -258,6 +264,14 @@ impl Redactor {
         }
     }
 
+    /// Hides a value that may be a secret without a name saying so (a custom header's, a
+    /// locator query parameter's) when it is long enough to be one ([`MIN_OPAQUE`]).
+    pub(crate) fn opaque(&mut self, value: &str) {
+        if value.trim().chars().count() >= MIN_OPAQUE {
+            self.secret(value);
+        }
+    }
+
     /// A header as sent: for a credential header, its value, the credentials after the
     /// scheme (`Bearer x`), and for `Basic` the decoded `user:password` and password.
     pub(crate) fn header(&mut self, name: &str, value: &str) {
@@ -286,8 +300,11 @@ impl Redactor {
         self.secret(&base64::engine::general_purpose::STANDARD.encode(pair.as_bytes()));
     }
 
-    /// A URL's user information and the value of every query parameter: what spec 1.11
-    /// redacts from URLs in messages is hidden in the rest of the message too.
+    /// A URL's user information and query: what spec 1.11 redacts from URLs in messages is
+    /// hidden in the rest of the message too. The query is hidden whole and pair by pair;
+    /// alone, the values of credential parameters always, others when [`opaque`] would.
+    ///
+    /// [`opaque`]: Redactor::opaque
     pub(crate) fn url(&mut self, url: &str) {
         let Some((_, rest)) = url.split_once("://") else {
             return;
@@ -300,8 +317,16 @@ impl Redactor {
         }
         let query = rest.split_once('?').map_or("", |(_, q)| q);
         let query = query.split('#').next().unwrap_or_default();
+        self.secret(query);
         for pair in query.split('&') {
-            self.secret(pair.split_once('=').map_or(pair, |(_, v)| v));
+            match pair.split_once('=') {
+                Some((name, value)) if is_credential_field(name) => self.secret(value),
+                Some((_, value)) => {
+                    self.secret(pair);
+                    self.opaque(value);
+                }
+                None => self.opaque(pair),
+            }
         }
     }
 
@@ -503,6 +528,17 @@ mod tests {
         assert_eq!(r.text("p p%40ssw0rd!"), "p <redacted>!");
         assert_eq!(r.text("b Ym9iOnBAc3N3MHJk!"), "b <redacted>!");
         assert_eq!(r.text("q querysecret!"), "q <redacted>!");
+        // Values without a credential name: hidden whole, as pairs, alone when long.
+        let mut r = Redactor::default();
+        r.url("https://h/o?size=1000&mode=ignore&k=0123456789abcdefgh");
+        assert_eq!(
+            r.text("server ignored size 1000: ?size=1000&mode=ignore&k=0123456789abcdefgh"),
+            "server ignored size 1000: ?<redacted>"
+        );
+        assert_eq!(
+            r.text("mode=ignore 0123456789abcdefgh"),
+            "<redacted> <redacted>"
+        );
     }
 
     #[test]
