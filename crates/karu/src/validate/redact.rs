@@ -578,5 +578,15 @@ mod tests {
         fn scrub_never_panics(text in "\\PC{0,300}") {
             let _ = scrub(&text);
         }
+
+        /// Names, separators, quotes and escapes in any order: no panic, and scrubbing is
+        /// idempotent.
+        #[test]
+        fn scrub_is_stable_on_field_soup(
+            text in "(sig|Token|authorization|<|>|=|:|%3D|%26|\"|'|\\\\|&|\n| |é|x|<redacted>){0,60}"
+        ) {
+            let once = scrub(&text);
+            prop_assert_eq!(scrub(&once), once.clone());
+        }
     }
 }
