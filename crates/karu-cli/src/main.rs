@@ -98,15 +98,30 @@ struct PlanOverrides {
     amplification: Option<u64>,
 }
 
-/// Exit codes: 0 success, 2 usage, otherwise 10 + the magnitude of the karu status
-/// (e.g. 11 malformed URI, 15 file error, 18 range past end, 23 not found).
-fn exit_code(status: Status) -> ExitCode {
-    let code = status.code();
-    ExitCode::from(if code == 0 {
-        0
-    } else {
-        (10 + code.unsigned_abs()) as u8
-    })
+/// The exit code of a failure with `status`: 10 plus the magnitude of a negative status
+/// (11 malformed URI ... 24 precondition failed), and 30 plus a positive one (31 END,
+/// 32 timeout), so that no two statuses share a code. 0 is success and 2 a usage error
+/// (clap's). An exhaustive match, so a new status cannot go without a code.
+fn exit_code(status: Status) -> u8 {
+    match status {
+        Status::Ok => 0,
+        Status::End => 31,
+        Status::Timeout => 32,
+        Status::Uri => 11,
+        Status::Unsupported => 12,
+        Status::Invalid => 13,
+        Status::NoMem => 14,
+        Status::Io => 15,
+        Status::Network => 16,
+        Status::Http => 17,
+        Status::Range => 18,
+        Status::Auth => 19,
+        Status::Cancelled => 20,
+        Status::Config => 21,
+        Status::Credentials => 22,
+        Status::NotFound => 23,
+        Status::Precondition => 24,
+    }
 }
 
 fn main() -> ExitCode {
@@ -115,7 +130,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("karu: {e}");
-            exit_code(e.status())
+            ExitCode::from(exit_code(e.status()))
         }
     }
 }
@@ -197,11 +212,20 @@ fn run(cli: Cli) -> Result<(), Error> {
 
 /// Streams the whole object in 8 MiB ranges, a few batches in flight ahead of the writer,
 /// recycling their buffers (fresh pages cost more than the copy).
+///
+/// Never bytes of two versions: the first answer's strong ETag pins every chunk with
+/// `If-Match`, so a replaced object fails with PRECONDITION instead of splicing. A remote
+/// object without a strong ETag goes through [`cat_unpinned`]. Local files have no versions
+/// to pin.
 fn cat(client: &Client, uri: &str) -> Result<(), Error> {
     const CHUNK: u64 = 8 << 20;
     const AHEAD: usize = 4;
     let object = Locator::parse(uri)?;
-    let size = client.size(&object)?;
+    let info = client.stat(&object)?;
+    if object.is_remote() && info.etag.is_none() {
+        return cat_unpinned(client, &object);
+    }
+    let size = info.size;
     let mut out = io::stdout().lock();
     let mut next = 0u64;
     let mut inflight = std::collections::VecDeque::new();
@@ -209,7 +233,11 @@ fn cat(client: &Client, uri: &str) -> Result<(), Error> {
     while next < size || !inflight.is_empty() {
         while next < size && inflight.len() < AHEAD {
             let len = CHUNK.min(size - next);
-            let read = Read::new(&object, next, len).into_buffer(spare.pop().unwrap_or_default());
+            let mut read =
+                Read::new(&object, next, len).into_buffer(spare.pop().unwrap_or_default());
+            if let Some(etag) = &info.etag {
+                read = read.if_match(etag);
+            }
             inflight.push_back(client.submit(vec![read])?);
             next += len;
         }
@@ -219,6 +247,29 @@ fn cat(client: &Client, uri: &str) -> Result<(), Error> {
         out.write_all(&data).map_err(io_err)?;
         spare.push(data);
     }
+    out.flush().map_err(io_err)
+}
+
+/// `cat` of a remote object with no strong ETag to pin chunks to: a download into a private
+/// temporary directory, which applies the download rule for such objects (Last-Modified and
+/// size with `If-Unmodified-Since`, or one stream restarted from the start, never a
+/// splice), then a copy to stdout.
+fn cat_unpinned(client: &Client, object: &Locator) -> Result<(), Error> {
+    let dir = tempfile::Builder::new()
+        .prefix("karu-cat-")
+        .tempdir()
+        .map_err(|e| {
+            Error::new(
+                Status::Io,
+                format!("cannot create a temporary directory: {e}"),
+            )
+        })?;
+    let path = dir.path().join("object");
+    client.download(object, &path, DownloadOptions::default())?;
+    let mut file = std::fs::File::open(&path)
+        .map_err(|e| Error::new(Status::Io, format!("{}: {e}", path.display())))?;
+    let mut out = io::stdout().lock();
+    io::copy(&mut file, &mut out).map_err(io_err)?;
     out.flush().map_err(io_err)
 }
 
@@ -373,4 +424,38 @@ fn plan_command(client: &Client, uri: &str, ranges: &str, o: &PlanOverrides) -> 
             fetched
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every status has its own code, none is 0 (success) or 2 (usage) but `Ok`'s, and the
+    /// codes scripts already use stay: 10 plus the magnitude of each negative status.
+    #[test]
+    fn every_status_has_a_distinct_exit_code() {
+        let statuses: Vec<Status> = (-64..64).filter_map(Status::from_code).collect();
+        assert_eq!(
+            statuses.len(),
+            17,
+            "a status was added: give it a code and a test"
+        );
+        let mut seen = std::collections::HashMap::new();
+        for s in statuses {
+            let code = exit_code(s);
+            if let Some(other) = seen.insert(code, s) {
+                panic!("{s:?} and {other:?} share exit code {code}");
+            }
+            match s.code() {
+                0 => assert_eq!(code, 0),
+                c if c < 0 => assert_eq!(i32::from(code), 10 + c.abs(), "{s:?}"),
+                c => assert_eq!(i32::from(code), 30 + c, "{s:?}"),
+            }
+            assert_ne!(code, 2, "{s:?} would look like a usage error");
+        }
+        assert_eq!(exit_code(Status::Timeout), 32);
+        assert_eq!(exit_code(Status::Unsupported), 12);
+        assert_eq!(exit_code(Status::End), 31);
+        assert_eq!(exit_code(Status::Uri), 11);
+    }
 }

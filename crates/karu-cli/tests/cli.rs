@@ -147,6 +147,22 @@ fn errors_are_one_line_on_stderr_with_distinct_exit_codes() {
     }
 }
 
+/// A timeout and an unsupported locator once both exited 12 (10 + |status|).
+#[test]
+fn timeout_and_unsupported_exit_with_different_codes() {
+    let server = karu_testkit::server::RangeServer::start();
+    let slow = server.url("/ok/slow?size=100&delay_ms=3000");
+    let out = karu(
+        &["-c", "KARU_REQUEST_TIMEOUT=1", "read", &slow, "0", "10"],
+        None,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(32), "{err}");
+    assert!(err.contains("request timeout"), "{err}");
+    let out = karu(&["read", "/vsizip/a.zip/m", "0", "1"], None);
+    assert_eq!(out.status.code(), Some(12));
+}
+
 #[test]
 fn read_stat_cat_and_plan_work_on_http_urls() {
     let server = karu_testkit::server::RangeServer::start();
@@ -173,6 +189,42 @@ fn read_stat_cat_and_plan_work_on_http_urls() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("transfers: 1 "));
     let out = karu(&["read", &server.url("/ok/missing"), "0", "1"], None);
     assert_eq!(out.status.code(), Some(23));
+}
+
+/// `cat` once learnt only the size, so no chunk carried `If-Match`: an object replaced
+/// mid-read came out as version 0 then version 1, with exit 0. Every chunk is now pinned to
+/// the first answer's ETag.
+#[test]
+fn cat_never_splices_two_versions() {
+    let server = karu_testkit::server::RangeServer::start();
+    let size = 20u64 << 20; // three 8 MiB chunks
+    // Unchanged: every chunk carries the ETag of the first answer, and the bytes are v0.
+    let url = server.url(&format!("/ok/cat-same?size={size}"));
+    let out = karu(&["cat", &url], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout.len() as u64, size);
+    content::check("cat-same", 0, &out.stdout).unwrap();
+    let etag = karu_testkit::server::etag("cat-same", size, 0);
+    let chunks: Vec<_> = server.log().into_iter().skip(1).collect();
+    assert_eq!(chunks.len(), 3, "{chunks:?}");
+    for c in &chunks {
+        assert_eq!(c.header("if-match"), Some(etag.as_str()), "{c:?}");
+    }
+
+    // Replaced after the first two requests: at least one chunk meets version 1.
+    let url = server.url(&format!("/etag-change/cat-swap?size={size}&at=2"));
+    let out = karu(&["cat", &url], None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(24), "{err}");
+    assert!(err.contains("HTTP 412"), "{err}");
+    assert!((out.stdout.len() as u64) < size);
+    // Whatever was written before the failure is version 0, and only whole chunks.
+    content::check("cat-swap", 0, &out.stdout).unwrap();
+    assert_eq!(out.stdout.len() % (8 << 20), 0);
 }
 
 #[test]

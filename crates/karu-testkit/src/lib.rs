@@ -9,6 +9,7 @@
 //! ([`microsoft_token::MicrosoftTokenServer`], [`azure_imds::AzureImds`],
 //! [`app_service_identity::AppServiceIdentity`]) share
 //! [`microsoft_token::IdentityEndpoint`]; every fake logs the requests it saw as [`Asked`].
+//! [`echo::EchoServer`] answers errors that repeat the request, secrets included.
 
 #![warn(missing_docs)]
 
@@ -18,6 +19,7 @@ mod background;
 pub mod bearer_store;
 pub mod container;
 pub mod content;
+pub mod echo;
 mod endpoint;
 pub mod gce_metadata;
 pub mod google_token;
@@ -33,6 +35,7 @@ pub mod sts;
 
 pub use bearer_store::BearerStore;
 pub use container::ContainerServer;
+pub use echo::{EchoFormat, EchoServer};
 pub use endpoint::Asked;
 pub use gce_metadata::MetadataServer;
 pub use google_token::{ExpiresIn, GoogleTokenServer};

@@ -347,6 +347,11 @@ pub(crate) fn credential_options(kind: CredentialsKind) -> impl Iterator<Item = 
     (0..OPTIONS.len()).filter(move |&id| OPTIONS[id].credentials == Some(kind))
 }
 
+/// The options whose values are secrets, in table order.
+pub(crate) fn secret_options() -> impl Iterator<Item = OptId> {
+    (0..OPTIONS.len()).filter(|&id| OPTIONS[id].secret)
+}
+
 /// True when the canonical option is client-wide (may not appear in a path rule).
 pub(crate) fn is_client_wide(id: OptId) -> bool {
     def(id).name.starts_with("KARU_")

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::headers::{MALFORMED, parse_headers};
-use super::options::{credential_options, id_of, resolve};
+use super::options::{credential_options, def, id_of, resolve, secret_options};
 use super::provider::{CredentialsKind, CredentialsProvider};
 use super::validate::{check_layer, is_truthy, uint_or};
 use super::{Config, Layers, Providers};
@@ -381,6 +381,16 @@ impl Settings {
         credential_options(kind).map(move |id| match self.0.layers.lookup(id, path) {
             Some((value, source)) => (Some(value), source),
             None => (None, OptionSource::Default),
+        })
+    }
+
+    /// The canonical name and value for `path` of every set option the table marks secret
+    /// (keys, tokens, SAS, passwords, proxy credentials, `KARU_HTTP_HEADERS`): what error
+    /// messages about `path` must not show.
+    pub(crate) fn secret_options(&self, path: &str) -> impl Iterator<Item = (&'static str, &str)> {
+        secret_options().filter_map(move |id| {
+            let (value, _) = self.0.layers.lookup(id, path)?;
+            Some((def(id).name, value))
         })
     }
 

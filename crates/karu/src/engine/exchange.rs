@@ -22,6 +22,7 @@ use crate::transport::{self, HttpClient, Response, TransportError, TransportErro
 use crate::validate::{self, Deadline, Expect, Head, etag};
 
 use super::credentials::Lookups;
+use super::secrets::{self, Sent};
 
 /// What one attempt asks the loop to do next.
 pub(crate) enum Step<T> {
@@ -111,12 +112,28 @@ pub(crate) trait Handler {
     }
 }
 
-/// Runs attempts until `handler` is done, fails, or attempts or time run out.
+/// Runs attempts until `handler` is done, fails, or attempts or time run out. The error
+/// leaves with every secret of the exchange hidden (an echoing server must not put them into
+/// messages).
 pub(crate) async fn run<H: Handler>(
     env: &Env<'_>,
     locator: &Locator,
     access: &Access,
     handler: &mut H,
+) -> Result<H::Output> {
+    let mut sent = Sent::default();
+    attempts(env, locator, access, handler, &mut sent)
+        .await
+        .map_err(|e| secrets::redact(env.settings, locator, &sent, e))
+}
+
+/// [`run`]'s attempt loop; `sent` notes what each attempt sent.
+async fn attempts<H: Handler>(
+    env: &Env<'_>,
+    locator: &Locator,
+    access: &Access,
+    handler: &mut H,
+    sent: &mut Sent,
 ) -> Result<H::Output> {
     let url = locator.display();
     let timeout = env.settings.request_timeout();
@@ -156,6 +173,7 @@ pub(crate) async fn run<H: Handler>(
         };
         let prepared =
             backends::prepare(env.settings, locator, range, if_match.as_deref(), signing)?;
+        sent.note(&prepared.request, &auth);
         let used_region = prepared.region.clone();
         let signed = matches!(auth, Auth::Signed(_));
         let attempt = async {

@@ -6,6 +6,7 @@ pub(crate) mod exchange;
 mod file;
 mod queue;
 pub(crate) mod remote;
+mod secrets;
 
 use std::sync::{Arc, OnceLock};
 

@@ -370,7 +370,7 @@ fn parse_url(url: &str) -> Result<Uri, TransportError> {
     let invalid = |why: &str| {
         TransportError::new(
             TransportErrorKind::InvalidUrl,
-            format!("invalid URL {url:?}: {why}"),
+            format!("invalid URL {:?}: {why}", crate::locator::redact_url(url)),
         )
     };
     let uri: Uri = url

@@ -30,11 +30,15 @@ pub(crate) fn parse(
     let Some(proxy) = proxy.map(str::trim).filter(|p| !p.is_empty()) else {
         return Ok(None);
     };
-    let bad = |why: &str| Error::new(Status::Config, format!("invalid proxy {proxy:?}: {why}"));
     let full = if proxy.contains("://") {
         proxy.to_owned()
     } else {
         format!("http://{proxy}")
+    };
+    // The proxy URL may carry a password: messages show it redacted.
+    let bad = |why: &str| {
+        let shown = crate::locator::redact_url(&full);
+        Error::new(Status::Config, format!("invalid proxy {shown:?}: {why}"))
     };
     let url = url::Url::parse(&full).map_err(|e| bad(&e.to_string()))?;
     if url.scheme() != "http" {
@@ -74,6 +78,16 @@ pub(crate) fn parse(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_hide_the_password() {
+        let e = parse(Some("ftp://user:pr0xy-pass@h:1"), None).unwrap_err();
+        assert_eq!(e.status(), Status::Config);
+        assert!(!e.message().contains("pr0xy-pass"), "{e}");
+        assert!(e.message().contains("<redacted>@h:1"), "{e}");
+        let e = parse(Some("user:pr0xy-pass@"), None).unwrap_err();
+        assert!(!e.message().contains("pr0xy-pass"), "{e}");
+    }
 
     #[test]
     fn forms() {

@@ -44,7 +44,10 @@ pub(crate) fn resolve_location(current: &str, location: &str) -> Result<String, 
     let invalid = |why: String| {
         TransportError::new(
             TransportErrorKind::InvalidUrl,
-            format!("invalid redirect Location {location:?}: {why}"),
+            format!(
+                "invalid redirect Location {:?}: {why}",
+                crate::locator::redact_url(location)
+            ),
         )
     };
     let lower = location.get(..8).unwrap_or(location).to_ascii_lowercase();
@@ -115,5 +118,15 @@ mod tests {
         assert_eq!(e.message, "Protocol \"ftp\" disabled");
         let e = resolve_location(cur, "http://[::1").unwrap_err();
         assert_eq!(e.kind, TransportErrorKind::InvalidUrl);
+        // A presigned Location's query and user information stay out of the message.
+        let e =
+            resolve_location(cur, "http://u:pw-secret@[::1/o?X-Amz-Signature=s3cr3t").unwrap_err();
+        assert_eq!(e.kind, TransportErrorKind::InvalidUrl);
+        assert!(
+            e.message
+                .starts_with("invalid redirect Location \"http://<redacted>@[::1/o?<redacted>\""),
+            "{}",
+            e.message
+        );
     }
 }

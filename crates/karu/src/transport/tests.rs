@@ -287,6 +287,12 @@ async fn urls_are_sent_as_written() {
         let e = client.send(get(bad), FOLLOW).await.unwrap_err();
         assert_eq!(e.kind, TransportErrorKind::InvalidUrl, "{bad}: {e}");
     }
+    // A SAS or presigned query never reaches the message.
+    let e = parse_url("http://127.0.0.1/a b?sig=s3cr3t").unwrap_err();
+    assert_eq!(
+        e.message,
+        "invalid URL \"http://127.0.0.1/a b?<redacted>\": invalid uri character"
+    );
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -11,6 +11,7 @@ pub(crate) mod content_range;
 pub(crate) mod etag;
 mod head;
 mod probe;
+pub(crate) mod redact;
 mod summary;
 
 use http::HeaderMap;

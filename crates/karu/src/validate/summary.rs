@@ -1,5 +1,7 @@
 //! The short body summary that HTTP failure messages carry (spec 1.11).
 
+use super::redact;
+
 /// Bytes of an error body that are kept and looked at.
 pub(crate) const CAPTURE: usize = 4096;
 
@@ -7,42 +9,57 @@ pub(crate) const CAPTURE: usize = 4096;
 const MAX_CHARS: usize = 200;
 
 /// At most 200 characters of the first 4 KiB of `body`, with every run of whitespace collapsed
-/// to one space and none at either end.
+/// to one space and none at either end, and the value of every credential field hidden
+/// ([`redact::scrub`]) before the text is cut, so that no cut leaves part of one.
 ///
 /// Invalid UTF-8 becomes U+FFFD, except a character cut in two by the 4 KiB limit, which is
 /// dropped. Control characters count as whitespace so that a hostile body cannot put terminal
 /// escapes into a message.
 pub(crate) fn summary(body: &[u8]) -> String {
+    collapse(&redact::scrub(&decode(body)))
+}
+
+/// The first 4 KiB of `body` as text (see [`summary`] for invalid UTF-8).
+fn decode(body: &[u8]) -> String {
     // The engine keeps exactly 4 KiB of a longer body, so a full capture may end mid-character.
     let cut = body.len() >= CAPTURE;
     let body = &body[..body.len().min(CAPTURE)];
-    let mut out = String::new();
-    let mut chars = 0;
-    let mut pending_space = false;
+    let mut text = String::with_capacity(body.len());
     let mut chunks = body.utf8_chunks().peekable();
     while let Some(chunk) = chunks.next() {
         let last = chunks.peek().is_none();
         let invalid = chunk.invalid();
         // The tail of a body cut at 4 KiB may be the start of a valid character: not an error.
         let split_at_cut = last && cut && invalid.len() < 4;
-        let bad = !invalid.is_empty() && !split_at_cut;
-        let text = chunk.valid().chars().chain(bad.then_some('\u{FFFD}'));
-        for c in text {
-            if c.is_whitespace() || c.is_control() {
-                pending_space = chars > 0;
-                continue;
-            }
-            let needed = if pending_space { 2 } else { 1 };
-            if chars + needed > MAX_CHARS {
-                return out;
-            }
-            if pending_space {
-                out.push(' ');
-                pending_space = false;
-            }
-            out.push(c);
-            chars += needed;
+        text.push_str(chunk.valid());
+        if !invalid.is_empty() && !split_at_cut {
+            text.push('\u{FFFD}');
         }
+    }
+    text
+}
+
+/// At most 200 characters of `text`, whitespace and control runs collapsed to one space,
+/// none at either end.
+fn collapse(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = 0;
+    let mut pending_space = false;
+    for c in text.chars() {
+        if c.is_whitespace() || c.is_control() {
+            pending_space = chars > 0;
+            continue;
+        }
+        let needed = if pending_space { 2 } else { 1 };
+        if chars + needed > MAX_CHARS {
+            return out;
+        }
+        if pending_space {
+            out.push(' ');
+            pending_space = false;
+        }
+        out.push(c);
+        chars += needed;
     }
     out
 }
@@ -84,6 +101,24 @@ mod tests {
         let mut body = vec![b' '; CAPTURE - 1];
         body.extend_from_slice("é".as_bytes());
         assert_eq!(summary(&body), "");
+    }
+
+    #[test]
+    fn hides_credentials_before_cutting() {
+        let echo = format!(
+            "GET /o?sig=SIGSECRET HTTP/1.1\r\nauthorization: Bearer TOKSECRET\r\nhost: h\r\n{}",
+            "x".repeat(300)
+        );
+        let s = summary(echo.as_bytes());
+        assert!(
+            s.starts_with("GET /o?sig=<redacted> HTTP/1.1 authorization: <redacted> host: h xxx")
+        );
+        // A credential cut by the 200-character limit: nothing of it shows.
+        let long = format!("{} token={}", "y".repeat(180), "Z".repeat(40));
+        assert_eq!(
+            summary(long.as_bytes()),
+            format!("{} token=<redacted>", "y".repeat(180))
+        );
     }
 
     proptest! {

@@ -72,8 +72,7 @@ pub(super) fn load(
             .filter(|v| !v.is_empty())
     };
     if !(200..300).contains(&answer.status) {
-        // STS names the problem in `<Code>` (InvalidIdentityToken, AccessDenied, ...).
-        let code = field("Code").map(|c| format!(" ({c})")).unwrap_or_default();
+        let code = shown_code(field("Code"));
         return Err(fail(
             Status::Credentials,
             format!("AWS STS returned HTTP {}{code}", answer.status),
@@ -97,6 +96,15 @@ pub(super) fn load(
             "AWS web identity response is incomplete".to_owned(),
         )),
     }
+}
+
+/// " (<Code>)" for a message: STS names the problem in `<Code>` (InvalidIdentityToken,
+/// AccessDenied, ...). Only such a name is shown, so that an endpoint echoing the request
+/// cannot put the web identity token into the message.
+fn shown_code(code: Option<&str>) -> String {
+    code.filter(|c| c.len() <= 64 && c.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .map(|c| format!(" ({c})"))
+        .unwrap_or_default()
 }
 
 /// The text of the first element with each of `names` (local names, any namespace), with
@@ -150,6 +158,17 @@ fn elements(body: &[u8], names: &[&str]) -> HashMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_plain_error_codes_are_shown() {
+        assert_eq!(
+            shown_code(Some("InvalidIdentityToken")),
+            " (InvalidIdentityToken)"
+        );
+        assert_eq!(shown_code(None), "");
+        assert_eq!(shown_code(Some("WebIdentityToken=eyJhbGciOi.x.y")), "");
+        assert_eq!(shown_code(Some(&"A".repeat(65))), "");
+    }
 
     #[test]
     fn xml_fields_by_local_name() {
