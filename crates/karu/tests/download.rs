@@ -584,3 +584,237 @@ fn download_in_storm(
     )
     .unwrap()
 }
+
+#[test]
+fn throttling_above_three_in_flight_costs_at_most_sixteen_answers_for_64_chunks() {
+    let server = RangeServer::start();
+    let size: u64 = 64 << 20;
+    // 503 above 3 requests in flight; each answer served at 8 MB/s.
+    let l = object(
+        &server,
+        &format!("/throttle/converge?size={size}&n=3&rate=8000000"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let started = std::time::Instant::now();
+    let result = client(&[])
+        .download(&l, &dest, options(1 << 20, 16))
+        .unwrap();
+    let took = started.elapsed();
+    check_file(&dest, "converge", 0, size);
+    assert_eq!(entries(dir.path()), ["out.bin"]);
+    let p = result.parallelism;
+    eprintln!("64 chunks at parallelism 16 under n=3: {took:?}, {result:?}");
+    assert!(result.throttled <= 16, "{result:?}");
+    assert_eq!(
+        result.throttled, result.retries,
+        "each throttled chunk is sent again"
+    );
+    assert_eq!((p.min, p.max), (3, 16), "{p:?}");
+    assert!(p.final_ <= 4, "{p:?}");
+}
+
+#[test]
+fn a_store_that_throttles_after_the_first_request_fails_within_the_deadline() {
+    let server = RangeServer::start();
+    let size = 64 * CHUNK;
+    let deadline = std::time::Duration::from_secs(20);
+    for resume in [false, true] {
+        let l = object(
+            &server,
+            &format!("/throttle/forever-{resume}?size={size}&after=1&code=429&retry_after=0"),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dest_in(&dir);
+        let started = std::time::Instant::now();
+        let err = client(&[])
+            .download(
+                &l,
+                &dest,
+                DownloadOptions {
+                    resume,
+                    deadline: Some(deadline),
+                    ..options(CHUNK, 8)
+                },
+            )
+            .unwrap_err();
+        assert!(started.elapsed() < deadline, "{:?}", started.elapsed());
+        assert_eq!(err.status(), Status::Http, "{err}");
+        assert!(
+            err.message()
+                .contains("the store keeps throttling the download"),
+            "{err}"
+        );
+        assert!(!dest.exists());
+        let left = entries(dir.path());
+        if resume {
+            assert_eq!(left.len(), 2, "{left:?}");
+            assert!(left.iter().any(|n| n.starts_with("out.bin.karu.part.")));
+            assert!(left.contains(&"out.bin.karu.resume".to_owned()));
+            assert!(err.message().contains("to resume"), "{err}");
+        } else {
+            assert!(left.is_empty(), "{left:?}");
+        }
+        // A bounded number of requests, not hundreds per chunk.
+        let sent = server
+            .log()
+            .iter()
+            .filter(|r| r.name.ends_with(&format!("{resume}")))
+            .count();
+        assert!(sent <= 64, "{sent}");
+    }
+}
+
+#[test]
+fn the_deadline_bounds_a_download_that_is_too_slow() {
+    let server = RangeServer::start();
+    let l = object(
+        &server,
+        &format!("/trickle/late?size={}&rate=100000", 16 * CHUNK),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let started = std::time::Instant::now();
+    let err = client(&[])
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                deadline: Some(std::time::Duration::from_millis(1500)),
+                ..options(CHUNK, 2)
+            },
+        )
+        .unwrap_err();
+    assert_eq!(err.status(), Status::Timeout, "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    assert!(entries(dir.path()).is_empty());
+}
+
+#[test]
+fn progress_on_a_slow_download_comes_every_second_with_growing_counts() {
+    let server = RangeServer::start();
+    let size: u64 = 40 << 20;
+    let l = object(&server, &format!("/trickle/slow?size={size}&rate=8000000"));
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let calls = Mutex::new(Vec::new());
+    let started = std::time::Instant::now();
+    client(&[])
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                parallelism: 2,
+                progress: Some(Box::new(|done, total| {
+                    calls.lock().unwrap().push((started.elapsed(), done, total));
+                    true
+                })),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let took = started.elapsed();
+    check_file(&dest, "slow", 0, size);
+    let calls = calls.into_inner().unwrap();
+    assert!(took.as_secs_f64() > 2.5, "{took:?}");
+    // Every second of the download has an update, and each second's count is higher.
+    let seconds = took.as_secs() as usize;
+    let mut last_in_second = vec![None; seconds + 1];
+    for &(at, done, total) in &calls {
+        assert_eq!(total, size);
+        last_in_second[at.as_secs() as usize] = Some(done);
+    }
+    let per_second: Vec<u64> = last_in_second
+        .iter()
+        .map(|d| d.unwrap_or_else(|| panic!("a second without progress: {calls:?}")))
+        .collect();
+    assert!(per_second.windows(2).all(|w| w[0] < w[1]), "{per_second:?}");
+    assert!(calls.windows(2).all(|w| w[0].1 <= w[1].1));
+    assert!(
+        calls
+            .windows(2)
+            .all(|w| w[1].0 - w[0].0 < std::time::Duration::from_millis(500))
+    );
+    assert_eq!(calls.last().unwrap().1, size);
+}
+
+#[test]
+fn a_probe_answered_503_then_served_counts_its_retry_and_throttle() {
+    let server = RangeServer::start();
+    let size = 4 * CHUNK;
+    let l = object(
+        &server,
+        &format!("/status/probe?size={size}&times=1&retry_after=0"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let result = client(&[]).download(&l, &dest, options(CHUNK, 2)).unwrap();
+    check_file(&dest, "probe", 0, size);
+    assert_eq!(server.log()[0].status, 503);
+    assert_eq!((result.retries, result.throttled), (1, 1), "{result:?}");
+    assert_eq!(result.new_connections, 1, "{result:?}");
+    // The probe, its retry and three chunks.
+    assert_eq!(result.requests, 5);
+}
+
+#[test]
+fn without_a_strong_etag_a_changing_object_is_never_spliced() {
+    for validators in ["etag=none", "etag=none&last_modified=1"] {
+        let server = RangeServer::start();
+        let size = 8 * CHUNK;
+        // Every request sees a new version (and, with last_modified, a new Last-Modified).
+        let l = object(
+            &server,
+            &format!("/etag-change/splice?size={size}&{validators}"),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dest_in(&dir);
+        let result = client(&[]).download(&l, &dest, options(CHUNK, 4)).unwrap();
+        assert_eq!(result.etag, None);
+        // The probe, then one stream of the whole object: every byte from version 1.
+        let log = server.log();
+        assert_eq!(log.len(), 2, "{validators}");
+        assert_eq!(
+            log[1].range.as_deref(),
+            Some(&*format!("bytes=0-{}", size - 1))
+        );
+        check_file(&dest, &versioned_name("splice", 1), 0, size);
+        assert_eq!(entries(dir.path()), ["out.bin"]);
+    }
+}
+
+#[test]
+fn a_stream_whose_restart_meets_another_version_fails_rather_than_splices() {
+    let server = RangeServer::start();
+    let size = 8 * CHUNK;
+    // Versions change every second request and bodies are cut: the stream's restart (the
+    // third request) meets a new Last-Modified.
+    let l = object(
+        &server,
+        &format!("/etag-change/restart?size={size}&etag=none&last_modified=1&every=2&k=300000"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let err = client(&[])
+        .download(&l, &dest, options(CHUNK, 4))
+        .unwrap_err();
+    assert_eq!(err.status(), Status::Precondition, "{err}");
+    assert!(err.message().contains("Last-Modified"), "{err}");
+    assert!(entries(dir.path()).is_empty());
+}
+
+#[test]
+fn temporary_files_of_dead_downloads_are_removed_by_a_later_run() {
+    let server = RangeServer::start();
+    let l = object(&server, &format!("/ok/stale?size={}", 2 * CHUNK));
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let stale = dir.path().join(format!("out.bin.karu.part.{dead}.0"));
+    std::fs::write(&stale, b"left by a killed download").unwrap();
+    client(&[]).download(&l, &dest, options(CHUNK, 2)).unwrap();
+    check_file(&dest, "stale", 0, 2 * CHUNK);
+    assert_eq!(entries(dir.path()), ["out.bin"]);
+}

@@ -701,6 +701,8 @@ impl Job<'_, '_> {
                 let now = Instant::now();
                 window.throttled(seq, in_flight.len() as u64, now);
                 queue.push_front(index);
+                // Sent again as a new transfer: a retry, though not one of the exchange's.
+                result.retries = result.retries.saturating_add(1);
                 budget.throttled(self.locator, result, layout.size)?;
                 let pause = match retry_after {
                     Some(wait) => Some(wait.min(RETRY_AFTER_CAP)),
