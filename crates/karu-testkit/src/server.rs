@@ -67,7 +67,7 @@
 //! | `gzip` | normal status and `Content-Range`, plus `Content-Encoding: gzip`; the body is the gzip of the range's bytes, or with `raw=1` the plain bytes | `raw=1` |
 //! | `warning-214` | normal semantics plus `Warning: 214 - "Transformation Applied"` | |
 //! | `short-object` | normal semantics (a range passing the end gets `bytes F-(T-1)/T`, the object ending inside the request); with `star=1` the total is sent as `*` | `star=1` |
-//! | `throttle` | answers `code` to a request that arrives while more than `n` requests are in flight on the server (itself included), or, with `after=J`, to every request of this route and name after the first J; other requests get normal semantics, their body sent at `rate` bytes/s when given | `n` (default 3), `after`, `code` (default 503), `retry_after=S`, `rate=R` |
+//! | `throttle` | answers `code` to a request that arrives while more than `n` requests are in flight on the server (itself included), or, with `after=J`, to every request of this route and name after the first J; other requests get normal semantics, their body sent at `rate` bytes/s when given | `n` (default 3, or [`RangeServer::set_throttle_above`]), `after`, `code` (default 503), `retry_after=S`, `rate=R` |
 //!
 //! Counters for `status` and `etag-change` are kept per route and name (the path without the
 //! query), so a test that says "fail twice then succeed" uses a fresh name or calls
@@ -162,6 +162,7 @@ struct State {
     objects: HashMap<String, Registered>,
     counters: HashMap<String, u64>,
     delay: Duration,
+    throttle_above: Option<u64>,
 }
 
 struct Shared {
@@ -269,6 +270,11 @@ impl RangeServer {
     /// Default delay before every response (0 at start); the `delay_ms` parameter overrides it.
     pub fn set_delay(&self, delay: Duration) {
         self.shared.state().delay = delay;
+    }
+
+    /// The `throttle` route's `n` for requests that do not give one (default 3).
+    pub fn set_throttle_above(&self, n: u64) {
+        self.shared.state().throttle_above = Some(n);
     }
 
     /// Every request so far, in the order the responses were decided.
@@ -874,7 +880,10 @@ async fn respond(
         };
         match q.num("after") {
             Ok(Some(j)) => count >= j,
-            _ => shared.in_flight.load(Ordering::SeqCst) as u64 > over("n", 3),
+            _ => {
+                let default = shared.state().throttle_above.unwrap_or(3);
+                shared.in_flight.load(Ordering::SeqCst) as u64 > over("n", default)
+            }
         }
     };
     match fault {

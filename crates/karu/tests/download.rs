@@ -458,14 +458,15 @@ fn a_429_storm_lowers_parallelism_and_every_chunk_lands() {
 }
 
 #[test]
-fn a_chunk_throttled_past_its_retries_goes_back_in_the_queue() {
+fn throttled_chunks_go_back_in_the_queue_until_they_land() {
     let server = RangeServer::start();
     let size = 16 * 16384;
     let path = format!("/status/past?size={size}&code=503&times=6&retry_after=0");
     let l = object(&server, &path);
     let dir = tempfile::tempdir().unwrap();
     let dest = dest_in(&dir);
-    // Two attempts per chunk: six 503s fail up to three chunk batches, each put back.
+    // Each 503 hands its chunk back at once (no retry inside the exchange): six go back to
+    // the front of the queue, and the window falls to one.
     let c = client(&[("KARU_MAX_ATTEMPTS", "2")]);
     let result = download_in_storm(&server, &l, &dest, &c, options(16384, 2));
     check_file(&dest, "past", 0, size);
