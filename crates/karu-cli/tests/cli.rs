@@ -324,6 +324,11 @@ fn sigint_stops_get_with_130_and_cleans_up_or_keeps_a_resumable_part() {
         stderr.contains(&format!("resumed_chunks={kept}")),
         "{stderr}"
     );
+    // --stats gives the window's history: no throttling, the default 8 throughout.
+    assert!(
+        stderr.contains("parallelism: lowest=8 final=8 highest=8 cuts=0"),
+        "{stderr}"
+    );
     assert_eq!(names_in(dir.path()), ["out.bin"]);
     let data = std::fs::read(&dest).unwrap();
     assert_eq!(data.len() as u64, size);

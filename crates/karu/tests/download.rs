@@ -820,3 +820,50 @@ fn temporary_files_of_dead_downloads_are_removed_by_a_later_run() {
     check_file(&dest, "stale", 0, 2 * CHUNK);
     assert_eq!(entries(dir.path()), ["out.bin"]);
 }
+
+#[test]
+fn a_throttled_chunk_waits_for_retry_after_outside_its_exchange() {
+    let server = RangeServer::start();
+    let size = 8 * 16384;
+    let path = format!("/status/wait?size={size}&code=503&times=1&retry_after=1");
+    let l = object(&server, &path);
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    // The probe must not meet the 503: it comes after a first read, and the counters restart
+    // once the probe is done.
+    client(&[("KARU_MAX_ATTEMPTS", "16")])
+        .read(&l, 0, 1)
+        .unwrap();
+    let mut first = true;
+    let started = std::time::Instant::now();
+    let result = client(&[])
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                progress: Some(Box::new(|_, _| {
+                    if std::mem::take(&mut first) {
+                        server.reset_counters();
+                    }
+                    true
+                })),
+                ..options(16384, 4)
+            },
+        )
+        .unwrap();
+    let took = started.elapsed();
+    check_file(&dest, "wait", 0, size);
+    assert_eq!((result.throttled, result.retries), (1, 1), "{result:?}");
+    // The chunk went back to the queue and was sent again after the second, with no
+    // exchange backoff on top (which would add up to a second of jitter).
+    assert!(took >= std::time::Duration::from_secs(1), "{took:?}");
+    assert!(took < std::time::Duration::from_millis(1900), "{took:?}");
+    let log = server.log();
+    let throttled = log.iter().find(|r| r.status == 503).unwrap();
+    let again = log
+        .iter()
+        .filter(|r| r.range == throttled.range)
+        .map(|r| r.status)
+        .collect::<Vec<_>>();
+    assert_eq!(again, [503, 206]);
+}
