@@ -98,7 +98,7 @@ pub struct DownloadOptions<'a> {
     /// The whole download's time budget; past it the download fails with `Timeout`. `None`
     /// derives it from the size and the configured timeouts: `KARU_REQUEST_TIMEOUT` times
     /// one plus the rounds of chunks (`ceil(chunks / parallelism)`), and no budget when that
-    /// timeout is disabled.
+    /// timeout is disabled (or the budget is too far to represent).
     pub deadline: Option<Duration>,
     /// Most answers 429 or 503 the whole download accepts before failing with `Http` ("the
     /// store keeps throttling the download"); `0` means `16 + 2 × parallelism + chunks`.
@@ -455,9 +455,13 @@ impl Job<'_, '_> {
             result.received_bytes = layout.probe;
         }
         let mut budget = Budget {
-            deadline: self.time_budget(layout.count()).map(|d| started + d),
+            deadline: self
+                .time_budget(layout.count())
+                .and_then(|d| started.checked_add(d)),
             max_throttled: match self.options.max_throttled {
-                0 => 16 + 2 * self.options.parallelism.min(1 << 20) + layout.count(),
+                0 => {
+                    (16 + 2 * self.options.parallelism.min(1 << 20)).saturating_add(layout.count())
+                }
                 n => n,
             },
             streak_limit: 16 + 2 * self.options.parallelism.min(1 << 20),
