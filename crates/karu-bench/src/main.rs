@@ -21,6 +21,7 @@ mod readers;
 mod report;
 mod servers;
 mod sigv4;
+mod throttled;
 mod workload;
 
 use std::path::PathBuf;
@@ -131,6 +132,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--child") {
         child(&args[2..]);
+        return;
+    }
+    if args.iter().any(|a| a == "--d-throttled") {
+        throttled::main(&args);
         return;
     }
     let opts = opts();

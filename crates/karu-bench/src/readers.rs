@@ -451,7 +451,7 @@ fn object_store_download(
 }
 
 /// Checks every byte of a downloaded file.
-fn check_file(name: &str, size: u64, path: &std::path::Path) {
+pub fn check_file(name: &str, size: u64, path: &std::path::Path) {
     let mut file = File::open(path).expect("the downloaded file");
     assert_eq!(
         file.metadata().expect("metadata").len(),

@@ -150,7 +150,9 @@ typedef struct karu_object_info {
 } karu_object_info;
 
 /*
- Download progress; returning 0 cancels the download.
+ Download progress: called after the probe, then every 100 ms with the bytes received so
+ far (counted as they arrive, never decreasing), and once at the end; returning 0 cancels the
+ download.
  */
 typedef int (*karu_download_progress)(void *user_data, uint64_t completed, uint64_t total);
 

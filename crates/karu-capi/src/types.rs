@@ -81,7 +81,9 @@ pub type karu_credentials_provider = Option<
 /// registration any more.
 pub type karu_credentials_provider_free = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
 
-/// Download progress; returning 0 cancels the download.
+/// Download progress: called after the probe, then every 100 ms with the bytes received so
+/// far (counted as they arrive, never decreasing), and once at the end; returning 0 cancels the
+/// download.
 pub type karu_download_progress =
     Option<unsafe extern "C" fn(user_data: *mut c_void, completed: u64, total: u64) -> c_int>;
 

@@ -2,7 +2,8 @@
 
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -69,6 +70,13 @@ enum Command {
         /// Keep an interrupted download's state and continue it on the next run.
         #[arg(long)]
         resume: bool,
+        /// Give up after this many seconds in all (default: from the size and
+        /// KARU_REQUEST_TIMEOUT).
+        #[arg(long, value_name = "SECONDS")]
+        deadline: Option<u64>,
+        /// Print the counters and the parallelism window's history to stderr.
+        #[arg(long)]
+        stats: bool,
     },
     /// Print the transfers the planner makes for `offset,length` lines.
     Plan {
@@ -192,15 +200,18 @@ fn run(cli: Cli) -> Result<(), Error> {
             parallelism,
             overwrite,
             resume,
+            deadline,
+            stats,
         } => {
             let options = DownloadOptions {
                 chunk_size,
                 parallelism,
                 overwrite,
                 resume,
+                deadline: deadline.map(std::time::Duration::from_secs),
                 ..DownloadOptions::default()
             };
-            get(&client, &uri, &dest, &options)
+            get(&client, &uri, &dest, &options, stats)
         }
         Command::Plan {
             uri,
@@ -251,9 +262,9 @@ fn cat(client: &Client, uri: &str) -> Result<(), Error> {
 }
 
 /// `cat` of a remote object with no strong ETag to pin chunks to: a download into a private
-/// temporary directory, which applies the download rule for such objects (Last-Modified and
-/// size with `If-Unmodified-Since`, or one stream restarted from the start, never a
-/// splice), then a copy to stdout.
+/// temporary directory, which applies the download rule for such objects (one stream whose
+/// every answer must repeat the first one's size and Last-Modified, restarted from the start,
+/// never a splice), then a copy to stdout.
 fn cat_unpinned(client: &Client, object: &Locator) -> Result<(), Error> {
     let dir = tempfile::Builder::new()
         .prefix("karu-cat-")
@@ -273,32 +284,92 @@ fn cat_unpinned(client: &Client, object: &Locator) -> Result<(), Error> {
     out.flush().map_err(io_err)
 }
 
-/// Downloads with a progress bar on a terminal (plain lines at every tenth otherwise) and
-/// prints a summary line.
+/// Set by SIGINT or SIGTERM during `karu get`: the download stops at its next progress call.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Routes SIGINT and SIGTERM to [`INTERRUPTED`], so an interrupted download cleans up.
+fn catch_interrupts() {
+    let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { libc::signal(signal, handler) };
+    }
+}
+
+/// The transfer rate over the last few seconds, for the bar.
+struct Rate {
+    samples: std::collections::VecDeque<(Instant, u64)>,
+}
+
+impl Rate {
+    const SPAN: Duration = Duration::from_secs(3);
+
+    /// Records `done` bytes now; returns bytes per second over the window, once it spans
+    /// some time.
+    fn update(&mut self, done: u64) -> Option<f64> {
+        let now = Instant::now();
+        self.samples.push_back((now, done));
+        while self
+            .samples
+            .front()
+            .is_some_and(|(t, _)| now.duration_since(*t) > Self::SPAN)
+        {
+            self.samples.pop_front();
+        }
+        let (t0, d0) = *self.samples.front()?;
+        let secs = now.duration_since(t0).as_secs_f64();
+        (secs >= 0.2).then(|| done.saturating_sub(d0) as f64 / secs)
+    }
+}
+
+/// `12.3 MiB/s ETA 5s` from a rate and what is left.
+fn rate_text(rate: Option<f64>, left: u64) -> String {
+    match rate {
+        Some(r) if r > 0.0 => {
+            let eta = (left as f64 / r).ceil() as u64;
+            format!("{:.1} MiB/s ETA {}s", r / (1 << 20) as f64, eta)
+        }
+        _ => "-- MiB/s ETA --".to_owned(),
+    }
+}
+
+/// Downloads with a live progress bar on a terminal (plain lines at every tenth otherwise),
+/// prints a summary line, and on SIGINT or SIGTERM stops cleanly and exits 130.
 fn get(
     client: &Client,
     uri: &str,
     dest: &std::path::Path,
     base: &DownloadOptions<'_>,
+    stats: bool,
 ) -> Result<(), Error> {
     let object = Locator::parse(uri)?;
+    catch_interrupts();
     let start = Instant::now();
     let bar = io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(0);
         bar.set_style(
-            ProgressStyle::with_template(
-                "{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
-            )
-            .expect("a valid template"),
+            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg}")
+                .expect("a valid template"),
         );
+        // Redrawn several times a second even when no byte arrives.
+        bar.enable_steady_tick(Duration::from_millis(200));
         bar
     });
     let mut tenths = 0;
+    let mut rate = Rate {
+        samples: Default::default(),
+    };
     let progress = |done: u64, total: u64| {
         match &bar {
             Some(bar) => {
                 bar.set_length(total);
                 bar.set_position(done);
+                bar.set_message(rate_text(rate.update(done), total - done.min(total)));
             }
             None => {
                 // A tenth crossed (or the end): logs stay short whatever the object size.
@@ -309,7 +380,7 @@ fn get(
                 }
             }
         }
-        true
+        !INTERRUPTED.load(Ordering::SeqCst)
     };
     let options = DownloadOptions {
         chunk_size: base.chunk_size,
@@ -318,12 +389,29 @@ fn get(
         resume: base.resume,
         on_change: base.on_change,
         progress: Some(Box::new(progress)),
+        deadline: base.deadline,
+        max_throttled: base.max_throttled,
     };
     let result = client.download(&object, dest, options);
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
-    let r = result?;
+    let r = match result {
+        Err(e) if e.status() == Status::Cancelled && INTERRUPTED.load(Ordering::SeqCst) => {
+            if base.resume {
+                eprintln!(
+                    "karu: interrupted; the partial download is kept: run `karu get {uri} {} --resume` to continue",
+                    dest.display()
+                );
+            } else {
+                eprintln!(
+                    "karu: interrupted; nothing was published and the temporary file was removed"
+                );
+            }
+            std::process::exit(130);
+        }
+        other => other?,
+    };
     let secs = start.elapsed().as_secs_f64();
     println!(
         "{}: {} bytes in {secs:.2} s ({:.1} MiB/s), {} requests, {} retries, {} throttled",
@@ -334,6 +422,25 @@ fn get(
         r.retries,
         r.throttled
     );
+    if stats {
+        let p = r.parallelism;
+        eprintln!(
+            "received_bytes={} retries={} throttled={} new_connections={} resumed={} \
+             credential_refreshes={} requests={} resumed_chunks={}",
+            r.received_bytes,
+            r.retries,
+            r.throttled,
+            r.new_connections,
+            r.resumed,
+            r.credential_refreshes,
+            r.requests,
+            r.resumed_chunks
+        );
+        eprintln!(
+            "parallelism: lowest={} final={} highest={} cuts={}",
+            p.min, p.final_, p.max, p.cuts
+        );
+    }
     Ok(())
 }
 

@@ -277,3 +277,112 @@ fn get_downloads_with_plain_progress_lines_and_a_summary() {
     let bad = karu(&["get", &url, d, "--overwrite", "--parallelism", "0"], None);
     assert_eq!(bad.status.code(), Some(13));
 }
+
+/// Starts `karu get` on a slow object, interrupts it with SIGINT once its temporary file
+/// exists, and returns its output.
+fn interrupted_get(url: &str, dest: &std::path::Path, extra: &[&str]) -> Output {
+    let dir = dest.parent().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_karu"))
+        .args(["--hermetic", "get", url, dest.to_str().unwrap()])
+        .args(["--chunk-size", "1048576", "--parallelism", "2"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let has_part = || {
+        std::fs::read_dir(dir).unwrap().any(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains(".karu.part.")
+        })
+    };
+    while !has_part() {
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "no temporary file appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Some chunks land first, so a resume has something to keep.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    // SAFETY: signals our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert!(started.elapsed().as_secs() < 20);
+    out
+}
+
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn sigint_stops_get_with_130_and_cleans_up_or_keeps_a_resumable_part() {
+    let server = karu_testkit::server::RangeServer::start();
+    let size = 16u64 << 20;
+    // 2 MB/s per request: 16 MiB in 1 MiB chunks two at a time takes about 4 s.
+    let url = server.url(&format!("/trickle/sigint?size={size}&rate=2000000"));
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("out.bin");
+
+    let out = interrupted_get(&url, &dest, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(
+        names_in(dir.path()).is_empty(),
+        "{:?}",
+        names_in(dir.path())
+    );
+
+    let out = interrupted_get(&url, &dest, &["--resume"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("--resume` to continue"), "{stderr}");
+    let left = names_in(dir.path());
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(
+        left.iter().any(|n| n.starts_with("out.bin.karu.part.")),
+        "{left:?}"
+    );
+    assert!(left.contains(&"out.bin.karu.resume".to_owned()), "{left:?}");
+    let sidecar = std::fs::read_to_string(dir.path().join("out.bin.karu.resume")).unwrap();
+    let kept = sidecar.lines().filter(|l| l.starts_with("done ")).count();
+    assert!(kept >= 1, "{sidecar}");
+
+    let out = karu(
+        &[
+            "get",
+            &url,
+            dest.to_str().unwrap(),
+            "--chunk-size",
+            "1048576",
+            "--resume",
+            "--stats",
+        ],
+        None,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("resumed_chunks={kept}")),
+        "{stderr}"
+    );
+    // --stats gives the window's history: no throttling, the default 8 throughout.
+    assert!(
+        stderr.contains("parallelism: lowest=8 final=8 highest=8 cuts=0"),
+        "{stderr}"
+    );
+    assert_eq!(names_in(dir.path()), ["out.bin"]);
+    let data = std::fs::read(&dest).unwrap();
+    assert_eq!(data.len() as u64, size);
+    content::check("sigint", 0, &data).unwrap();
+}

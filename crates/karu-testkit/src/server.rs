@@ -28,6 +28,8 @@
 //! | `size=N` | object size |
 //! | `delay_ms=D` | wait D ms before answering (overrides [`RangeServer::set_delay`]) |
 //! | `if_match=ignore` | do not evaluate `If-Match` |
+//! | `etag=none` | send no `ETag` |
+//! | `last_modified=1` | send `Last-Modified`: 2026-01-01 00:00:00 GMT plus the version in hours |
 //!
 //! # Normal semantics (route `ok`, and every fault route where the fault does not apply)
 //!
@@ -65,6 +67,7 @@
 //! | `gzip` | normal status and `Content-Range`, plus `Content-Encoding: gzip`; the body is the gzip of the range's bytes, or with `raw=1` the plain bytes | `raw=1` |
 //! | `warning-214` | normal semantics plus `Warning: 214 - "Transformation Applied"` | |
 //! | `short-object` | normal semantics (a range passing the end gets `bytes F-(T-1)/T`, the object ending inside the request); with `star=1` the total is sent as `*` | `star=1` |
+//! | `throttle` | answers `code` to a request that arrives while more than `n` requests are in flight on the server (itself included), or, with `after=J`, to every request of this route and name after the first J; other requests get normal semantics, their body sent at `rate` bytes/s when given | `n` (default 3, or [`RangeServer::set_throttle_above`]), `after`, `code` (default 503), `retry_after=S`, `rate=R` |
 //!
 //! Counters for `status` and `etag-change` are kept per route and name (the path without the
 //! query), so a test that says "fail twice then succeed" uses a fresh name or calls
@@ -159,6 +162,7 @@ struct State {
     objects: HashMap<String, Registered>,
     counters: HashMap<String, u64>,
     delay: Duration,
+    throttle_above: Option<u64>,
 }
 
 struct Shared {
@@ -266,6 +270,11 @@ impl RangeServer {
     /// Default delay before every response (0 at start); the `delay_ms` parameter overrides it.
     pub fn set_delay(&self, delay: Duration) {
         self.shared.state().delay = delay;
+    }
+
+    /// The `throttle` route's `n` for requests that do not give one (default 3).
+    pub fn set_throttle_above(&self, n: u64) {
+        self.shared.state().throttle_above = Some(n);
     }
 
     /// Every request so far, in the order the responses were decided.
@@ -730,6 +739,7 @@ const FAULTS: &[&str] = &[
     "gzip",
     "warning-214",
     "short-object",
+    "throttle",
 ];
 
 type Resp = Response<ServerBody>;
@@ -863,8 +873,21 @@ async fn respond(
     };
     let mut version = registered.map_or(0, |r| r.version);
 
+    let throttled = fault == "throttle" && {
+        let over = |name: &str, default: u64| match q.num(name) {
+            Ok(v) => v.unwrap_or(default),
+            Err(_) => default,
+        };
+        match q.num("after") {
+            Ok(Some(j)) => count >= j,
+            _ => {
+                let default = shared.state().throttle_above.unwrap_or(3);
+                shared.in_flight.load(Ordering::SeqCst) as u64 > over("n", default)
+            }
+        }
+    };
     match fault {
-        "status" if count < times => {
+        "status" | "throttle" if (fault == "status" && count < times) || throttled => {
             let code = match q.num("code") {
                 Ok(c) => c.unwrap_or(503) as u16,
                 Err(e) => return simple(400, e, guard),
@@ -977,6 +1000,7 @@ async fn respond(
     let delivery = match fault {
         "gzip" => Delivery::Gzip { raw: q.flag("raw") },
         "trickle" => Delivery::Trickle { rate },
+        "throttle" if q.get("rate").is_some() => Delivery::Trickle { rate },
         "truncate" => Delivery::Cut { k, reset: false },
         // A version change with an interrupted body: what resuming must survive.
         "etag-change" if q.get("k").is_some() => Delivery::Cut { k, reset: false },
@@ -1014,7 +1038,14 @@ async fn respond(
     set(&mut r, "content-length", body_len.to_string());
     set(&mut r, "content-type", "application/octet-stream".into());
     set(&mut r, "accept-ranges", "bytes".into());
-    set(&mut r, "etag", tag);
+    if q.get("etag") != Some("none") {
+        set(&mut r, "etag", tag);
+    }
+    if q.flag("last_modified") {
+        let base = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+        let at = base + Duration::from_secs(3600 * version);
+        set(&mut r, "last-modified", httpdate::fmt_http_date(at));
+    }
     if let Some(Some(cr)) = content_range {
         set(&mut r, "content-range", cr);
     }

@@ -193,6 +193,11 @@ pub(crate) struct Shared {
     /// Regions learnt by S3 region correction, per canonical identity, for the batch's
     /// later transfers (spec §5.5).
     regions: Mutex<HashMap<String, String>>,
+    /// Set for download chunks, whose window paces throttled retries itself: a 429 or 503
+    /// then ends the exchange at once instead of waiting inside it.
+    hand_back: AtomicBool,
+    /// The `Retry-After` of a throttled answer handed back (`Some(None)` without one).
+    handed: Mutex<Option<Option<Duration>>>,
 }
 
 impl Shared {
@@ -216,6 +221,25 @@ impl Shared {
     pub(crate) fn remember_region(&self, identity: &str, region: &str) {
         let mut regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
         regions.insert(identity.to_owned(), region.to_owned());
+    }
+
+    /// Makes throttled answers end this batch's exchanges at once (before any dispatch).
+    pub(crate) fn hand_back_throttling(&self) {
+        self.hand_back.store(true, Ordering::Release);
+    }
+
+    /// True when a throttled answer should end the exchange; it then records `retry_after`.
+    pub(crate) fn hands_back(&self, retry_after: Option<Duration>) -> bool {
+        let yes = self.hand_back.load(Ordering::Acquire);
+        if yes {
+            *self.handed.lock().unwrap_or_else(|e| e.into_inner()) = Some(retry_after);
+        }
+        yes
+    }
+
+    /// The throttled answer an exchange handed back, with its `Retry-After`.
+    pub(crate) fn handed_back(&self) -> Option<Option<Duration>> {
+        self.handed.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

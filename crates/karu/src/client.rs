@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::batch::{Batch, Completion, Counters, Shared};
 use crate::config::{Config, Settings};
+use crate::engine::remote::LoopState;
 use crate::engine::{Engine, PartRead, Remote, Work};
 use crate::error::{Error, Result};
 use crate::locator::Locator;
@@ -102,6 +103,21 @@ impl Client {
     /// As [`submit`](Client::submit), with per-batch planner overrides (`Invalid` for values
     /// out of range).
     pub fn submit_with(&self, reads: Vec<Read>, overrides: &Overrides) -> Result<Batch> {
+        self.submit_inner(reads, overrides, false)
+    }
+
+    /// Submits one download chunk: a throttled answer ends it at once (the download's window
+    /// paces the retry) instead of waiting inside the exchange.
+    pub(crate) fn submit_chunk(&self, read: Read) -> Result<Batch> {
+        self.submit_inner(vec![read], &Overrides::default(), true)
+    }
+
+    fn submit_inner(
+        &self,
+        reads: Vec<Read>,
+        overrides: &Overrides,
+        hand_back: bool,
+    ) -> Result<Batch> {
         let policy = self.inner.policy.with(overrides)?;
         let planned = {
             let requests: Vec<plan::Request<'_>> = reads
@@ -116,6 +132,9 @@ impl Client {
             plan::plan(&requests, &policy)
         };
         let shared = Shared::new(reads.len());
+        if hand_back {
+            shared.hand_back_throttling();
+        }
         Counters::add(&shared.counters.transfers, planned.transfers.len() as u64);
         Counters::add(&shared.counters.requested_bytes, planned.requested_bytes);
 
@@ -276,7 +295,7 @@ impl Client {
         }
         let locator = locator.clone();
         self.remote()?.run(move |st| {
-            Box::pin(async move { probe::remote::read_ends(&st, &locator, head, tail).await })
+            Box::pin(async move { probe::remote::read_ends(&st, &locator, head, tail, None).await })
         })
     }
 
@@ -307,9 +326,42 @@ impl Client {
         let owned = locator.clone();
         self.remote()?
             .run_async(move |st| {
-                Box::pin(async move { probe::remote::read_ends(&st, &owned, head, tail).await })
+                Box::pin(
+                    async move { probe::remote::read_ends(&st, &owned, head, tail, None).await },
+                )
             })
             .await
+    }
+
+    /// [`read_ends_async`](Client::read_ends_async) whose exchanges count into `counters`.
+    pub(crate) async fn read_ends_counted(
+        &self,
+        locator: &Locator,
+        head: u64,
+        tail: u64,
+        counters: Arc<Shared>,
+    ) -> Result<Ends> {
+        if !locator.is_remote() {
+            return probe::local_read_ends(locator, head, tail);
+        }
+        let owned = locator.clone();
+        self.run_remote(move |st| {
+            Box::pin(async move {
+                probe::remote::read_ends(&st, &owned, head, tail, Some(&counters)).await
+            })
+        })
+        .await?
+    }
+
+    /// Runs `job` on an IO loop and awaits it (a download's one-stream read).
+    pub(crate) async fn run_remote<T, F>(&self, job: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(std::rc::Rc<LoopState>) -> std::pin::Pin<Box<dyn Future<Output = T>>>
+            + Send
+            + 'static,
+    {
+        Ok(self.remote()?.run_async(job).await)
     }
 
     /// The engine's remote loops.

@@ -4,17 +4,20 @@
 //! resume across calls and a choice of what to do when the object changes).
 
 mod sidecar;
+mod stream;
 mod temp;
+mod tick;
 mod window;
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::future::{Future, poll_fn};
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
 
-use crate::batch::{Batch, BatchStats, Completion};
+use crate::batch::{Batch, BatchStats, Completion, Shared};
 use crate::client::Client;
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
@@ -22,7 +25,8 @@ use crate::probe::Ends;
 use crate::read::Read;
 use sidecar::Sidecar;
 use temp::{Temp, io_error};
-use window::Aimd;
+use tick::Ticker;
+use window::Window;
 
 /// Default chunk size: 8 MiB (`KARU_DOWNLOAD_CHUNK_SIZE_DEFAULT`).
 pub const DEFAULT_CHUNK_SIZE: u64 = 8 << 20;
@@ -30,9 +34,10 @@ pub const DEFAULT_CHUNK_SIZE: u64 = 8 << 20;
 pub const DEFAULT_PARALLELISM: u64 = 8;
 /// The probe reads at most this much (and at most one chunk).
 const PROBE_MAX: u64 = 1 << 20;
-/// How often one chunk may be put back in the queue after its retries ran out on a
-/// throttling store (each time the window is cut first).
-const THROTTLE_REQUEUES: u32 = 3;
+/// How often progress is reported (and deadlines and pauses are checked) while chunks run.
+const TICK: Duration = Duration::from_millis(100);
+/// The longest `Retry-After` a throttled chunk waits (as the exchange's own retries do).
+const RETRY_AFTER_CAP: Duration = Duration::from_secs(60);
 
 /// The prefix of argument errors, shared with the C ABI's `karu_client_download`.
 const FUNCTION: &str = "karu_client_download";
@@ -53,7 +58,7 @@ pub enum OnChange {
     Restart,
 }
 
-/// The progress callback: `(completed, total)` bytes; returning `false` cancels.
+/// The progress callback: `(received, total)` bytes; returning `false` cancels.
 pub type Progress<'a> = Box<dyn FnMut(u64, u64) -> bool + Send + 'a>;
 
 /// How to download. `Default` gives 8 MiB chunks, 8 in flight, no overwrite, no resume,
@@ -86,9 +91,20 @@ pub struct DownloadOptions<'a> {
     pub resume: bool,
     /// What to do when the object changes mid-download.
     pub on_change: OnChange,
-    /// Called after the probe and after each chunk with `(completed, total)`; `false`
-    /// cancels the download with `Cancelled`.
+    /// Called after the probe, then every 100 ms with the bytes received so far (counted as
+    /// they arrive, never decreasing), and once at the end with `(total, total)`; `false`
+    /// cancels the download with `Cancelled` (waiting for its requests to stop).
     pub progress: Option<Progress<'a>>,
+    /// The whole download's time budget; past it the download fails with `Timeout`. `None`
+    /// derives it from the size and the configured timeouts: `KARU_REQUEST_TIMEOUT` times
+    /// one plus the rounds of chunks (`ceil(chunks / parallelism)`), and no budget when that
+    /// timeout is disabled (or the budget is too far to represent).
+    pub deadline: Option<Duration>,
+    /// Most answers 429 or 503 the whole download accepts before failing with `Http` ("the
+    /// store keeps throttling the download"); `0` means `16 + 2 × parallelism + chunks`.
+    /// Independently, `16 + 2 × parallelism` throttled answers in a row without a chunk
+    /// finishing fail it too.
+    pub max_throttled: u64,
 }
 
 impl Default for DownloadOptions<'_> {
@@ -100,6 +116,8 @@ impl Default for DownloadOptions<'_> {
             resume: false,
             on_change: OnChange::Fail,
             progress: None,
+            deadline: None,
+            max_throttled: 0,
         }
     }
 }
@@ -113,6 +131,8 @@ impl std::fmt::Debug for DownloadOptions<'_> {
             .field("resume", &self.resume)
             .field("on_change", &self.on_change)
             .field("progress", &self.progress.is_some())
+            .field("deadline", &self.deadline)
+            .field("max_throttled", &self.max_throttled)
             .finish()
     }
 }
@@ -147,11 +167,12 @@ impl DownloadOptions<'_> {
     }
 }
 
-/// The parallelism a download used: the window's smallest, largest and last value.
-/// Without throttling all three are the requested parallelism.
+/// The parallelism a download used: the window's smallest, largest and last value, and how
+/// often throttling cut it. Without throttling the three values are the requested
+/// parallelism and `cuts` is 0; an object without a strong ETag, read in one stream, has 1.
 ///
 /// ```
-/// let p = karu::ParallelismStats { min: 2, max: 8, final_: 6 };
+/// let p = karu::ParallelismStats { min: 2, max: 8, final_: 6, cuts: 1 };
 /// assert!(p.min <= p.final_ && p.final_ <= p.max);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -162,10 +183,12 @@ pub struct ParallelismStats {
     pub max: u64,
     /// The window when the download ended.
     pub final_: u64,
+    /// Times throttling cut the window (answers to chunks in flight together count once).
+    pub cuts: u64,
 }
 
-/// What a finished download did. Counters are summed over the probe and every chunk (the
-/// probe counts as one request; its own retries are not visible to the download).
+/// What a finished download did. Counters are summed over the probe (its retries,
+/// throttled answers and connections included) and every chunk.
 ///
 /// ```
 /// # let dir = std::env::temp_dir().join(format!("karu-doc-download-result-{}", std::process::id()));
@@ -360,7 +383,18 @@ impl Job<'_, '_> {
         }
     }
 
+    /// The whole download's time budget, from the options or from the request timeout.
+    fn time_budget(&self, chunks: u64) -> Option<Duration> {
+        if let Some(d) = self.options.deadline {
+            return Some(d);
+        }
+        let rounds = chunks.div_ceil(self.options.parallelism).saturating_add(1);
+        let timeout = self.client.settings().request_timeout()?;
+        Some(timeout.saturating_mul(u32::try_from(rounds).unwrap_or(u32::MAX)))
+    }
+
     async fn run(&mut self) -> Result<DownloadResult> {
+        let started = Instant::now();
         let dest = self.dest;
         if !self.options.overwrite && dest.symlink_metadata().is_ok() {
             return Err(Error::new(
@@ -368,11 +402,22 @@ impl Job<'_, '_> {
                 format!("{}: destination already exists", dest.display()),
             ));
         }
+        // Temporary files of killed downloads; the one a sidecar names waits for a resume.
+        temp::remove_stale(dest, sidecar::load(dest).map(|s| s.temp_id).as_deref());
         let chunk = self.options.chunk_size;
+        let probe_stats = Batch {
+            shared: Shared::new(0),
+            _engine: None,
+        };
         let mut probe_requests = 1;
         let ends = match self
             .client
-            .read_ends_async(self.locator, chunk.min(PROBE_MAX), 0)
+            .read_ends_counted(
+                self.locator,
+                chunk.min(PROBE_MAX),
+                0,
+                Arc::clone(&probe_stats.shared),
+            )
             .await
         {
             Ok(ends) => ends,
@@ -402,10 +447,38 @@ impl Job<'_, '_> {
         let mut result = DownloadResult {
             size: layout.size,
             etag: etag.clone(),
-            received_bytes: layout.probe,
-            requests: probe_requests,
             ..DownloadResult::default()
         };
+        result.add(&probe_stats.stats());
+        result.requests = result.requests.saturating_add(probe_requests);
+        if !self.locator.is_remote() {
+            result.received_bytes = layout.probe;
+        }
+        let mut budget = Budget {
+            deadline: self
+                .time_budget(layout.count())
+                .and_then(|d| started.checked_add(d)),
+            max_throttled: match self.options.max_throttled {
+                0 => {
+                    (16 + 2 * self.options.parallelism.min(1 << 20)).saturating_add(layout.count())
+                }
+                n => n,
+            },
+            streak_limit: 16 + 2 * self.options.parallelism.min(1 << 20),
+            streak: 0,
+        };
+        let ticker = Ticker::start(TICK)?;
+
+        if self.locator.is_remote() && etag.is_none() && layout.size > 0 {
+            // No strong ETag: chunks could come from two versions. One stream instead.
+            let temp = Temp::create(dest)?;
+            temp.set_len(layout.size)
+                .map_err(|e| io_error(dest, "cannot size temporary output", e))?;
+            self.stream(&temp, &ends, &ticker, &mut budget, &mut result)
+                .await?;
+            temp.publish(dest, self.options.overwrite)?;
+            return Ok(result);
+        }
 
         let (mut temp, done, mut sidecar) = self.prepare(&layout, etag.as_deref())?;
         let resumable = sidecar.is_some();
@@ -417,6 +490,8 @@ impl Job<'_, '_> {
                 &ends.head,
                 &done,
                 etag.as_deref(),
+                &ticker,
+                &mut budget,
                 &mut result,
             )
             .await;
@@ -425,9 +500,14 @@ impl Job<'_, '_> {
             // A changed object leaves nothing worth resuming.
             if resumable && e.status() != Status::Precondition {
                 temp.keep();
-            } else {
-                sidecar::remove(dest);
+                let kept = format!(
+                    "{e}; kept {} and {} to resume",
+                    temp.path().display(),
+                    sidecar::path(dest).display()
+                );
+                return Err(Error::new(e.status(), kept));
             }
+            sidecar::remove(dest);
             return Err(e);
         }
         temp.publish(dest, self.options.overwrite)?;
@@ -483,6 +563,67 @@ impl Job<'_, '_> {
         Ok((temp, BTreeSet::new(), sidecar))
     }
 
+    /// Reads the whole object in one stream into `temp`, reporting progress on each tick.
+    async fn stream(
+        &mut self,
+        temp: &Temp,
+        ends: &Ends,
+        ticker: &Ticker,
+        budget: &mut Budget,
+        result: &mut DownloadResult,
+    ) -> Result<()> {
+        let dest = self.dest;
+        let size = ends.info.size;
+        let file = temp
+            .try_clone_file()
+            .map_err(|e| io_error(dest, "cannot write temporary output", e))?;
+        // Dropping this cancels the stream (a failure or cancellation here stops it).
+        let counters = Batch {
+            shared: Shared::new(0),
+            _engine: None,
+        };
+        let total = match self.locator.window_length() {
+            Some(_) => None,
+            None => Some(size + self.locator.window_offset()),
+        };
+        let job = stream::job(
+            self.locator.clone(),
+            file,
+            size,
+            total,
+            Arc::clone(&counters.shared),
+        );
+        let mut run = std::pin::pin!(self.client.run_remote(job));
+        let mut reported = 0;
+        let outcome = loop {
+            let done = poll_fn(|cx| match run.as_mut().poll(cx) {
+                Poll::Ready(r) => Poll::Ready(Some(r)),
+                Poll::Pending => ticker.poll_tick(cx).map(|()| None),
+            })
+            .await;
+            if let Some(r) = done {
+                break r
+                    .and_then(|inner| inner)
+                    .map_err(|e| e.context(dest.display()));
+            }
+            budget.check_time(dest, reported, size)?;
+            reported = reported.max(counters.stats().received_bytes.min(size));
+            self.progress(reported, size)?;
+        };
+        let stats = counters.stats();
+        result.add(&stats);
+        result.requests = result.requests.saturating_add(1);
+        outcome?;
+        result.downloaded = size;
+        result.parallelism = ParallelismStats {
+            min: 1,
+            max: 1,
+            final_: 1,
+            cuts: 0,
+        };
+        self.progress(size, size)
+    }
+
     /// Writes the probe's bytes, then runs the chunk window until every chunk is written.
     #[allow(clippy::too_many_arguments)]
     async fn fill(
@@ -493,6 +634,8 @@ impl Job<'_, '_> {
         head: &[u8],
         done: &BTreeSet<u64>,
         etag: Option<&str>,
+        ticker: &Ticker,
+        budget: &mut Budget,
         result: &mut DownloadResult,
     ) -> Result<()> {
         let dest = self.dest;
@@ -508,12 +651,19 @@ impl Job<'_, '_> {
         }
 
         let mut queue: VecDeque<u64> = (0..layout.count()).filter(|i| !done.contains(i)).collect();
-        let mut requeued: HashMap<u64, u32> = HashMap::new();
-        let mut aimd = Aimd::new(self.options.parallelism);
+        let mut window = Window::new(self.options.parallelism);
         let mut in_flight: Vec<InFlight> = Vec::new();
         let mut buffers: Vec<Vec<u8>> = Vec::new();
+        // No submission before this: a `Retry-After`, or a pause while nothing is served.
+        let mut hold: Option<Instant> = None;
+        let mut reported = result.downloaded;
         while !queue.is_empty() || !in_flight.is_empty() {
-            while (in_flight.len() as u64) < aimd.window()
+            let now = Instant::now();
+            if hold.is_some_and(|h| h <= now) {
+                hold = None;
+            }
+            while hold.is_none()
+                && (in_flight.len() as u64) < window.window()
                 && let Some(index) = queue.pop_front()
             {
                 let (offset, length) = layout.span(index);
@@ -522,34 +672,59 @@ impl Job<'_, '_> {
                 if let Some(tag) = etag {
                     read = read.if_match(tag);
                 }
-                let batch = self.client.submit(vec![read])?;
+                let batch = self.client.submit_chunk(read)?;
                 in_flight.push(InFlight {
                     index,
-                    seq: aimd.submit(),
+                    seq: window.submit(),
                     batch,
                 });
             }
-            let (at, completion) = next_of(&in_flight).await;
+            let Some((at, completion)) = next_or_tick(&in_flight, ticker).await else {
+                budget.check_time(dest, reported, layout.size)?;
+                let live: u64 = in_flight
+                    .iter()
+                    .map(|f| {
+                        let length = layout.span(f.index).1;
+                        f.batch.stats().received_bytes.min(length)
+                    })
+                    .sum();
+                reported = reported.max(result.downloaded + live);
+                self.progress(reported, layout.size)?;
+                continue;
+            };
             let InFlight { index, seq, batch } = in_flight.swap_remove(at);
             let stats = batch.stats();
+            let handed_back = batch.shared.handed_back();
             drop(batch);
             result.add(&stats);
-            aimd.finished(seq, stats.throttled > 0);
             let (offset, length) = layout.span(index);
-            if let Err(e) = &completion.result {
-                let times = requeued.entry(index).or_default();
-                let retry = stats.throttled > 0
-                    && matches!(e.status(), Status::Http | Status::Network)
-                    && *times < THROTTLE_REQUEUES;
-                if !retry {
-                    return Err(e.clone());
+            if let Some(retry_after) = handed_back {
+                buffers.extend(completion.buffer);
+                // Throttled: the chunk goes back to the front, holding no slot, and waits for
+                // `Retry-After` or for the lowered window to have room.
+                let now = Instant::now();
+                window.throttled(seq, in_flight.len() as u64, now);
+                queue.push_front(index);
+                // Sent again as a new transfer: a retry, though not one of the exchange's.
+                result.retries = result.retries.saturating_add(1);
+                budget.throttled(self.locator, result, layout.size)?;
+                let pause = match retry_after {
+                    Some(wait) => Some(wait.min(RETRY_AFTER_CAP)),
+                    // Nothing else is served: back off, doubling, so an idle store is not
+                    // hammered by one chunk.
+                    None if in_flight.is_empty() => Some(idle_pause(budget.streak)),
+                    None => None,
+                };
+                if let Some(p) = pause.filter(|p| !p.is_zero()) {
+                    hold = Some(hold.map_or(now + p, |h| h.max(now + p)));
                 }
-                // The store throttled this chunk past its retries: the window was just cut,
-                // so try it again later instead of failing the whole download.
-                *times += 1;
-                queue.push_back(index);
                 continue;
             }
+            if let Err(e) = &completion.result {
+                return Err(e.clone());
+            }
+            budget.streak = 0;
+            window.clean(Instant::now());
             if completion.got != length {
                 return Err(Error::new(
                     Status::Io,
@@ -568,22 +743,78 @@ impl Job<'_, '_> {
             }
             buffers.extend(completion.buffer);
             result.downloaded += length;
-            self.progress(result.downloaded, layout.size)?;
+            reported = reported.max(result.downloaded);
         }
-        result.parallelism = aimd.stats();
-        Ok(())
+        result.parallelism = window.stats();
+        if layout.size == 0 {
+            return Ok(());
+        }
+        self.progress(result.downloaded, layout.size)
     }
 }
 
-/// The first completion of any chunk in flight, with the chunk's position.
-async fn next_of(in_flight: &[InFlight]) -> (usize, Completion) {
+/// The pause before resubmitting when every chunk in flight was throttled and the store gave
+/// no `Retry-After`: 100 ms, doubling with the throttled answers in a row, at most 1.6 s.
+fn idle_pause(streak: u64) -> Duration {
+    Duration::from_millis(100 << streak.saturating_sub(1).min(4))
+}
+
+/// One budget for the whole download: a deadline and caps on throttled answers.
+struct Budget {
+    deadline: Option<Instant>,
+    /// Most throttled answers in all.
+    max_throttled: u64,
+    /// Most throttled answers in a row without a chunk finishing.
+    streak_limit: u64,
+    streak: u64,
+}
+
+impl Budget {
+    /// `Timeout` once the deadline has passed.
+    fn check_time(&self, dest: &Path, done: u64, size: u64) -> Result<()> {
+        match self.deadline {
+            Some(d) if Instant::now() >= d => Err(Error::new(
+                Status::Timeout,
+                format!(
+                    "{}: the download's deadline passed with {done} of {size} bytes written",
+                    dest.display()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Counts one more throttled chunk; fails once the store refused too often.
+    fn throttled(&mut self, locator: &Locator, result: &DownloadResult, size: u64) -> Result<()> {
+        self.streak += 1;
+        if result.throttled <= self.max_throttled && self.streak <= self.streak_limit {
+            return Ok(());
+        }
+        Err(Error::new(
+            Status::Http,
+            format!(
+                "{}: the store keeps throttling the download: {} answers 429 or 503 ({} in a \
+                 row), {} of {size} bytes written",
+                locator.display(),
+                result.throttled,
+                self.streak,
+                result.downloaded
+            ),
+        ))
+    }
+}
+
+/// The first completion of any chunk in flight with the chunk's position, or `None` on a
+/// tick.
+async fn next_or_tick(in_flight: &[InFlight], ticker: &Ticker) -> Option<(usize, Completion)> {
     poll_fn(|cx| {
         for (i, f) in in_flight.iter().enumerate() {
-            if let Poll::Ready(done) = Pin::new(&mut f.batch.next_async()).poll(cx) {
-                return Poll::Ready((i, done.expect("a batch of one read completes once")));
+            // A batch of one read completes exactly once.
+            if let Poll::Ready(Some(done)) = Pin::new(&mut f.batch.next_async()).poll(cx) {
+                return Poll::Ready(Some((i, done)));
             }
         }
-        Poll::Pending
+        ticker.poll_tick(cx).map(|()| None)
     })
     .await
 }

@@ -74,6 +74,16 @@ impl Temp {
         name[at..].to_owned()
     }
 
+    /// Where the file lies (named in messages about what was kept).
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A second handle on the file, for a writer on another thread.
+    pub(crate) fn try_clone_file(&self) -> io::Result<File> {
+        self.file().try_clone()
+    }
+
     pub(crate) fn len(&self) -> io::Result<u64> {
         self.file().metadata().map(|m| m.len())
     }
@@ -137,5 +147,76 @@ impl Drop for Temp {
             // Best effort: after a publish the name is already gone.
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+}
+
+/// Removes temporary files of `dest` left by processes that no longer exist (killed
+/// downloads), except `keep`, the one a resume sidecar names. Best effort: a file that
+/// cannot be listed or removed stays.
+pub(crate) fn remove_stale(dest: &Path, keep: Option<&str>) {
+    let Some(name) = dest.file_name().and_then(|n| n.to_str()) else {
+        return;
+    };
+    let prefix = format!("{name}.karu.part.");
+    let dir = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(id) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let owner = id
+            .split_once('.')
+            .and_then(|(pid, _)| pid.parse::<i32>().ok());
+        if Some(id) == keep || owner.is_none_or(alive) {
+            continue;
+        }
+        let _ = std::fs::remove_file(entry.path());
+    }
+}
+
+/// True when process `pid` exists (or cannot be told apart from one that does).
+fn alive(pid: i32) -> bool {
+    if pid <= 0 || pid == std::process::id() as i32 {
+        return true;
+    }
+    // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+    let found = unsafe { libc::kill(pid, 0) } == 0;
+    found || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_files_of_dead_processes_go_and_the_rest_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("out.bin");
+        // A child that has exited and been reaped: its pid names no process now.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let mine = std::process::id();
+        let names = [
+            format!("out.bin.karu.part.{dead}.0"),
+            format!("out.bin.karu.part.{dead}.1"),
+            format!("out.bin.karu.part.{mine}.0"),
+            "out.bin.karu.part.1.0".to_owned(), // init: alive
+            format!("other.bin.karu.part.{dead}.0"),
+        ];
+        for n in &names {
+            std::fs::write(dir.path().join(n), b"x").unwrap();
+        }
+        remove_stale(&dest, Some(&format!("{dead}.1")));
+        let left = |n: &str| dir.path().join(n).exists();
+        assert!(!left(&names[0]));
+        assert!(left(&names[1]), "the sidecar's file is kept for resume");
+        assert!(left(&names[2]) && left(&names[3]) && left(&names[4]));
     }
 }

@@ -1,18 +1,33 @@
-//! Throttling-aware parallelism: additive increase, multiplicative decrease (AIMD).
+//! Throttling-aware parallelism that converges instead of oscillating.
 //!
-//! A chunk whose batch saw a 429 or 503 halves the window; `window` clean chunks in a row
-//! raise it by one, up to the configured parallelism. Chunks already in flight when the
-//! window was cut report the same congestion, so only chunks submitted after the last cut
-//! may cut again: one burst of throttling costs one halving, not one per chunk.
+//! A throttled answer (429 or 503) lowers the window to the chunks still in flight: what the
+//! store was serving when it refused one more. That level plus one is remembered as the
+//! ceiling where throttling began. Below it the window grows by one after `window` clean
+//! chunks in a row; at the ceiling it grows only once [`PROBE_AFTER`] has passed without
+//! throttling, and each such probe moves the ceiling up by one, so a store that throttles
+//! above N costs about one refused request per [`PROBE_AFTER`], not one per burst.
+//!
+//! Chunks submitted before the last cut report the same congestion: they lower the window
+//! further (to what is still in flight) but count as the same cut.
+
+use std::time::{Duration, Instant};
 
 use super::ParallelismStats;
 
+/// How long the window stays below a remembered ceiling before probing one above it.
+pub(crate) const PROBE_AFTER: Duration = Duration::from_secs(2);
+
 #[derive(Debug)]
-pub(crate) struct Aimd {
-    ceiling: u64,
+pub(crate) struct Window {
+    /// The configured parallelism: never exceeded.
+    limit: u64,
     window: u64,
+    /// In-flight count at which the store last refused a request.
+    ceiling: Option<u64>,
     /// Clean completions since the window last changed.
     clean: u64,
+    /// When the window last met throttling or probed above its ceiling.
+    quiet_since: Instant,
     /// Sequence number of the next submission.
     next_seq: u64,
     /// Submissions numbered below this were in flight at the last cut.
@@ -20,18 +35,21 @@ pub(crate) struct Aimd {
     stats: ParallelismStats,
 }
 
-impl Aimd {
-    pub(crate) fn new(parallelism: u64) -> Aimd {
-        Aimd {
-            ceiling: parallelism,
+impl Window {
+    pub(crate) fn new(parallelism: u64) -> Window {
+        Window {
+            limit: parallelism,
             window: parallelism,
+            ceiling: None,
             clean: 0,
+            quiet_since: Instant::now(),
             next_seq: 0,
             cut_at: 0,
             stats: ParallelismStats {
                 min: parallelism,
                 max: parallelism,
                 final_: parallelism,
+                cuts: 0,
             },
         }
     }
@@ -47,21 +65,40 @@ impl Aimd {
         self.next_seq - 1
     }
 
-    /// A chunk submitted as `seq` finished; `throttled` when its store answered 429 or 503.
-    pub(crate) fn finished(&mut self, seq: u64, throttled: bool) {
-        if throttled {
-            self.clean = 0;
-            if seq >= self.cut_at {
-                self.window = (self.window / 2).max(1);
-                self.cut_at = self.next_seq;
-            }
-        } else {
-            self.clean += 1;
-            if self.clean >= self.window && self.window < self.ceiling {
-                self.window += 1;
-                self.clean = 0;
-            }
+    /// A chunk submitted as `seq` was throttled while `in_flight` others were still running.
+    pub(crate) fn throttled(&mut self, seq: u64, in_flight: u64, now: Instant) {
+        self.clean = 0;
+        self.quiet_since = now;
+        let lowered = in_flight.clamp(1, self.window);
+        if seq >= self.cut_at {
+            self.stats.cuts += 1;
+            self.cut_at = self.next_seq;
         }
+        self.window = lowered;
+        self.ceiling = Some(lowered + 1);
+        self.record();
+    }
+
+    /// A chunk finished without throttling.
+    pub(crate) fn clean(&mut self, now: Instant) {
+        self.clean += 1;
+        if self.clean < self.window || self.window >= self.limit {
+            return;
+        }
+        let probing = self.ceiling.is_some_and(|c| self.window + 1 >= c);
+        if probing {
+            if now.duration_since(self.quiet_since) < PROBE_AFTER {
+                return;
+            }
+            self.quiet_since = now;
+            self.ceiling = Some(self.window + 2);
+        }
+        self.window += 1;
+        self.clean = 0;
+        self.record();
+    }
+
+    fn record(&mut self) {
         self.stats.min = self.stats.min.min(self.window);
         self.stats.max = self.stats.max.max(self.window);
         self.stats.final_ = self.window;
@@ -77,38 +114,57 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_burst_halves_once_and_clean_chunks_climb_back() {
-        let mut a = Aimd::new(8);
-        let seqs: Vec<u64> = (0..8).map(|_| a.submit()).collect();
-        // Every chunk of the burst was throttled, but they were in flight together.
-        for s in seqs {
-            a.finished(s, true);
+    fn a_burst_settles_at_what_the_store_served_and_counts_one_cut() {
+        let t0 = Instant::now();
+        let mut w = Window::new(16);
+        let seqs: Vec<u64> = (0..16).map(|_| w.submit()).collect();
+        // The store serves 3 and refuses 13, which come back one by one.
+        for (i, &s) in seqs[3..].iter().enumerate() {
+            w.throttled(s, 15 - i as u64, t0);
         }
-        assert_eq!(a.window(), 4);
-        let s = a.submit();
-        a.finished(s, true);
-        assert_eq!(a.window(), 2);
-        for _ in 0..2 {
-            let s = a.submit();
-            a.finished(s, false);
+        assert_eq!(w.window(), 3);
+        assert_eq!(w.stats().cuts, 1);
+        // Many clean chunks soon after: the window stays below the ceiling (4).
+        for _ in 0..50 {
+            w.clean(t0 + Duration::from_millis(500));
         }
-        assert_eq!(a.window(), 3);
-        for _ in 0..100 {
-            let s = a.submit();
-            a.finished(s, false);
+        assert_eq!(w.window(), 3);
+        // After PROBE_AFTER one probe goes above; the next waits again.
+        for _ in 0..3 {
+            w.clean(t0 + PROBE_AFTER);
         }
-        assert_eq!(a.window(), 8);
-        let st = a.stats();
-        assert_eq!((st.min, st.max, st.final_), (2, 8, 8));
+        assert_eq!(w.window(), 4);
+        for _ in 0..50 {
+            w.clean(t0 + PROBE_AFTER + Duration::from_millis(100));
+        }
+        assert_eq!(w.window(), 4);
+        let s = w.submit();
+        w.throttled(s, 3, t0 + PROBE_AFTER * 2);
+        assert_eq!(w.window(), 3);
+        let st = w.stats();
+        assert_eq!((st.min, st.max, st.final_, st.cuts), (3, 16, 3, 2));
     }
 
     #[test]
-    fn never_below_one() {
-        let mut a = Aimd::new(1);
-        for _ in 0..5 {
-            let s = a.submit();
-            a.finished(s, true);
+    fn without_a_ceiling_it_climbs_back_to_the_limit_and_never_below_one() {
+        let t0 = Instant::now();
+        let mut w = Window::new(4);
+        let s = w.submit();
+        w.throttled(s, 0, t0);
+        assert_eq!(w.window(), 1);
+        // Below the ceiling (2) growth is additive; at it, it waits.
+        for _ in 0..20 {
+            w.clean(t0);
         }
-        assert_eq!(a.window(), 1);
+        assert_eq!(w.window(), 1);
+        for _ in 0..20 {
+            w.clean(t0 + PROBE_AFTER * 3);
+        }
+        assert_eq!(w.window(), 2);
+        let mut fresh = Window::new(3);
+        for _ in 0..10 {
+            fresh.clean(t0);
+        }
+        assert_eq!(fresh.window(), 3);
     }
 }

@@ -176,9 +176,11 @@ async fn attempts<H: Handler>(
         sent.note(&prepared.request, &auth);
         let used_region = prepared.region.clone();
         let signed = matches!(auth, Auth::Signed(_));
+        let throttled = std::cell::Cell::new(false);
         let attempt = async {
             match env.client.send(prepared.request, prepared.redirect).await {
                 Ok(resp) => {
+                    throttled.set(matches!(resp.status, 429 | 503));
                     env.note_response(&resp);
                     if signs && matches!(resp.status, 301 | 307 | 400 | 401 | 403) {
                         // Provider hints live in the error body: read it here, once.
@@ -234,6 +236,11 @@ async fn attempts<H: Handler>(
         let (error, retry_after) = match step {
             Step::Done(v) => return Ok(v),
             Step::Fail(e) => return Err(e),
+            Step::Retry {
+                error, retry_after, ..
+            } if throttled.get() && env.batch.is_some_and(|b| b.hands_back(retry_after)) => {
+                return Err(error);
+            }
             Step::Retry {
                 error,
                 retry_after,

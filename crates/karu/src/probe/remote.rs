@@ -6,6 +6,7 @@ use http::HeaderMap;
 
 use super::{Ends, ObjectInfo, visible_size};
 use crate::backends::{self, ByteRange};
+use crate::batch::Shared;
 use crate::dest;
 use crate::engine::exchange::{self, Access, Env, Handler, RangeRead, Step};
 use crate::engine::remote::LoopState;
@@ -167,12 +168,14 @@ fn consistent<T: PartialEq>(a: &Option<T>, b: &Option<T>) -> bool {
     }
 }
 
-/// Head and tail of the visible object in (usually) one round trip.
+/// Head and tail of the visible object in (usually) one round trip; `counters`, when given,
+/// receives the exchanges' statistics (a download sums its probe's).
 pub(crate) async fn read_ends(
     state: &LoopState,
     locator: &Locator,
     head: u64,
     tail: u64,
+    counters: Option<&Shared>,
 ) -> Result<Ends> {
     if head == 0 && tail == 0 {
         let info = stat(state, locator).await?;
@@ -182,7 +185,7 @@ pub(crate) async fn read_ends(
             info,
         });
     }
-    let env = state.env(None);
+    let env = state.env(counters);
     let woff = locator.window_offset();
     // The visible object ends by byte 2^64 - 1: longer ends ask for nothing more.
     let (head, tail) = (head.min(u64::MAX - woff), tail.min(u64::MAX - woff));

@@ -1,0 +1,162 @@
+//! Remote objects without a strong ETag: chunks could not be pinned to one version, so the
+//! whole object is read in one stream from its first byte, straight into the temporary
+//! file. An interrupted stream starts over from the first byte (the exchange resumes only
+//! under a strong ETag), and every answer must repeat the first one's size and
+//! `Last-Modified`: bytes of two versions are never put together.
+
+use std::fs::File;
+use std::future::Future;
+use std::os::unix::fs::FileExt;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use http::HeaderMap;
+
+use crate::backends::ByteRange;
+use crate::batch::Shared;
+use crate::engine::exchange::{self, Access, Env, Fetched, Handler, RangeRead, Step};
+use crate::engine::remote::LoopState;
+use crate::error::{Error, Result, Status};
+use crate::locator::Locator;
+use crate::transport::{self, Response};
+
+/// The job that streams the `size` visible bytes of `locator` into `file` (at file offset
+/// 0), counting into `counters` and stopping when they are cancelled. `total` is the object
+/// size the probe saw, when it knows it (an open window).
+pub(crate) fn job(
+    locator: Locator,
+    file: File,
+    size: u64,
+    total: Option<u64>,
+    counters: Arc<Shared>,
+) -> impl FnOnce(Rc<LoopState>) -> Pin<Box<dyn Future<Output = Result<()>>>> + Send + 'static {
+    move |st| {
+        Box::pin(async move {
+            let env = st.env(Some(&counters));
+            let woff = locator.window_offset();
+            let mut failed = None;
+            let fetched = {
+                let sink = |at: u64, data: &[u8]| {
+                    if failed.is_none()
+                        && let Err(e) = file.write_all_at(data, at - woff)
+                    {
+                        failed = Some(e);
+                    }
+                };
+                let mut watch = Watch {
+                    inner: RangeRead::new(&st.settings, woff, woff + size - 1, None, sink),
+                    total,
+                    last_modified: None,
+                };
+                exchange::run(&env, &locator, &Access::default(), &mut watch).await
+            };
+            if let Some(e) = failed {
+                return Err(Error::new(
+                    Status::Io,
+                    format!("cannot write temporary output: {e}"),
+                ));
+            }
+            let Fetched { end, .. } = fetched?;
+            if end != woff + size {
+                return Err(changed(&locator.display()));
+            }
+            Ok(())
+        })
+    }
+}
+
+fn changed(url: &str) -> Error {
+    Error::new(
+        Status::Precondition,
+        format!(
+            "{url}: the object changed during the download (its size or Last-Modified differ between answers)"
+        ),
+    )
+}
+
+/// A range read that checks every successful answer against the first: same object size,
+/// same `Last-Modified`.
+struct Watch<H> {
+    inner: H,
+    /// The object size every answer must state (the probe's, then the first answer's).
+    total: Option<u64>,
+    /// The first answer's `Last-Modified` (`Some(None)` when it had none).
+    last_modified: Option<Option<String>>,
+}
+
+/// The object size an answer states: `Content-Range`'s total on a 206, `Content-Length` on
+/// a plain 200.
+fn stated_total(status: u16, headers: &HeaderMap) -> Option<u64> {
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    match status {
+        206 => header(http::header::CONTENT_RANGE)?
+            .rsplit_once('/')?
+            .1
+            .trim()
+            .parse()
+            .ok(),
+        200 if header(http::header::CONTENT_ENCODING).is_none() => {
+            header(http::header::CONTENT_LENGTH)?.trim().parse().ok()
+        }
+        _ => None,
+    }
+}
+
+impl<H: Handler<Output = Fetched>> Handler for Watch<H> {
+    type Output = Fetched;
+
+    fn next_request(&self) -> (ByteRange, Option<String>) {
+        self.inner.next_request()
+    }
+
+    fn version_change_pending(&self) -> bool {
+        self.inner.version_change_pending()
+    }
+
+    async fn on_response(&mut self, env: &Env<'_>, url: &str, resp: Response) -> Step<Fetched> {
+        if (200..300).contains(&resp.status) {
+            let modified = resp
+                .headers
+                .get(http::header::LAST_MODIFIED)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let total = stated_total(resp.status, &resp.headers);
+            let same_total = match (self.total, total) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            };
+            let same_time = self
+                .last_modified
+                .as_ref()
+                .is_none_or(|first| *first == modified);
+            if !same_total || !same_time {
+                transport::drain_or_abort(resp.body, transport::DRAIN_LIMIT).await;
+                return Step::Fail(changed(url));
+            }
+            self.total = self.total.or(total);
+            self.last_modified.get_or_insert(modified);
+        }
+        self.inner.on_response(env, url, resp).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stated_total_comes_from_content_range_or_a_plain_length() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            http::header::CONTENT_RANGE,
+            "bytes 0-9/100".parse().unwrap(),
+        );
+        h.insert(http::header::CONTENT_LENGTH, "10".parse().unwrap());
+        assert_eq!(stated_total(206, &h), Some(100));
+        assert_eq!(stated_total(200, &h), Some(10));
+        h.insert(http::header::CONTENT_ENCODING, "gzip".parse().unwrap());
+        assert_eq!(stated_total(200, &h), None);
+        assert_eq!(stated_total(416, &h), None);
+    }
+}
