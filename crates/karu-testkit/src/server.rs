@@ -65,6 +65,7 @@
 //! | `gzip` | normal status and `Content-Range`, plus `Content-Encoding: gzip`; the body is the gzip of the range's bytes, or with `raw=1` the plain bytes | `raw=1` |
 //! | `warning-214` | normal semantics plus `Warning: 214 - "Transformation Applied"` | |
 //! | `short-object` | normal semantics (a range passing the end gets `bytes F-(T-1)/T`, the object ending inside the request); with `star=1` the total is sent as `*` | `star=1` |
+//! | `unproven` | the first `proven` requests (for this route and name) are served normally, their bodies cut after K bytes as `truncate` does when `k` is given; later ones see the next version, ignore `If-Match` and prove nothing: no `ETag`, or with `etag=weak` the weak `W/` form of the first version's tag | `proven` (default 1), `k`, `etag=weak` |
 //!
 //! Counters for `status` and `etag-change` are kept per route and name (the path without the
 //! query), so a test that says "fail twice then succeed" uses a fresh name or calls
@@ -730,6 +731,7 @@ const FAULTS: &[&str] = &[
     "gzip",
     "warning-214",
     "short-object",
+    "unproven",
 ];
 
 type Resp = Response<ServerBody>;
@@ -923,10 +925,19 @@ async fn respond(
         }
         _ => {}
     }
+    // `unproven`: past the proven requests, the next version answers without a strong tag.
+    let proven = match q.num("proven") {
+        Ok(p) => p.unwrap_or(1),
+        Err(e) => return simple(400, e, guard),
+    };
+    let unproven = fault == "unproven" && count >= proven;
+    let weak = format!("W/{}", etag(name, total, version));
+    version += u64::from(unproven);
 
     let tag = etag(name, total, version);
     let content_name = versioned_name(name, version);
     if q.get("if_match") != Some("ignore")
+        && !unproven
         && let Some(im) = req.header("if-match")
         && !if_match_ok(im, &tag)
     {
@@ -980,6 +991,7 @@ async fn respond(
         "truncate" => Delivery::Cut { k, reset: false },
         // A version change with an interrupted body: what resuming must survive.
         "etag-change" if q.get("k").is_some() => Delivery::Cut { k, reset: false },
+        "unproven" if !unproven && q.get("k").is_some() => Delivery::Cut { k, reset: false },
         "reset" => Delivery::Cut { k, reset: true },
         _ => Delivery::Normal,
     };
@@ -1014,7 +1026,11 @@ async fn respond(
     set(&mut r, "content-length", body_len.to_string());
     set(&mut r, "content-type", "application/octet-stream".into());
     set(&mut r, "accept-ranges", "bytes".into());
-    set(&mut r, "etag", tag);
+    match (unproven, q.get("etag")) {
+        (false, _) => set(&mut r, "etag", tag),
+        (true, Some("weak")) => set(&mut r, "etag", weak),
+        (true, _) => {}
+    }
     if let Some(Some(cr)) = content_range {
         set(&mut r, "content-range", cr);
     }
