@@ -65,6 +65,7 @@
 //! | `gzip` | normal status and `Content-Range`, plus `Content-Encoding: gzip`; the body is the gzip of the range's bytes, or with `raw=1` the plain bytes | `raw=1` |
 //! | `warning-214` | normal semantics plus `Warning: 214 - "Transformation Applied"` | |
 //! | `short-object` | normal semantics (a range passing the end gets `bytes F-(T-1)/T`, the object ending inside the request); with `star=1` the total is sent as `*` | `star=1` |
+//! | `multipart` | a satisfiable range gets a 206 whose body is a `multipart/byteranges` document holding that range, sent chunked (no `Content-Length`) with the range's own `Content-Range` on top as well | |
 //! | `unproven` | the first `proven` requests (for this route and name) are served normally, their bodies cut after K bytes as `truncate` does when `k` is given; later ones see the next version, ignore `If-Match` and prove nothing: no `ETag`, or with `etag=weak` the weak `W/` form of the first version's tag | `proven` (default 1), `k`, `etag=weak` |
 //!
 //! Counters for `status` and `etag-change` are kept per route and name (the path without the
@@ -732,6 +733,7 @@ const FAULTS: &[&str] = &[
     "warning-214",
     "short-object",
     "unproven",
+    "multipart",
 ];
 
 type Resp = Response<ServerBody>;
@@ -996,6 +998,10 @@ async fn respond(
         _ => Delivery::Normal,
     };
     let head = method == Method::HEAD;
+    if fault == "multipart" && status == 206 && !head {
+        let range = format!("bytes {first}-{last}/{total}");
+        return multipart(&content_name, first, len, range, tag, guard);
+    }
     let (inner, body_len) = match delivery {
         _ if head => (Inner::Full(None), len),
         Delivery::Normal => (
@@ -1039,6 +1045,41 @@ async fn respond(
         "warning-214" => set(&mut r, "warning", "214 - \"Transformation Applied\"".into()),
         _ => {}
     }
+    r
+}
+
+/// The `multipart` route's answer: one part holding `[first, first + len)`, chunked, with the
+/// part's `Content-Range` repeated at the top.
+fn multipart(
+    name: &str,
+    first: u64,
+    len: u64,
+    range: String,
+    tag: String,
+    guard: InFlight,
+) -> Resp {
+    const BOUNDARY: &str = "karu-testkit-boundary";
+    let mut body = format!(
+        "--{BOUNDARY}\r\nContent-Type: application/octet-stream\r\nContent-Range: {range}\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend(content::bytes(name, first, len as usize));
+    body.extend(format!("\r\n--{BOUNDARY}--\r\n").into_bytes());
+    // A channel body has no exact size, so hyper sends it chunked.
+    let (tx, rx) = mpsc::channel(1);
+    let _ = tx.try_send(Ok(Bytes::from(body)));
+    let mut r = Response::new(ServerBody {
+        inner: Inner::Chan(rx),
+        _guard: guard,
+    });
+    *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+    set(
+        &mut r,
+        "content-type",
+        format!("multipart/byteranges; boundary={BOUNDARY}"),
+    );
+    set(&mut r, "content-range", range);
+    set(&mut r, "etag", tag);
     r
 }
 

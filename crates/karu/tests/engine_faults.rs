@@ -129,7 +129,10 @@ fn a_head_that_never_comes_is_bounded_by_the_low_speed_rule_without_a_deadline()
     let s = batch.stats();
     assert_eq!((d.status(), d.got), (Status::Network, 0));
     let e = d.result.unwrap_err();
-    assert!(e.message().contains("slower than 1024 bytes/s for 1 s"), "{e}");
+    assert!(
+        e.message().contains("slower than 1024 bytes/s for 1 s"),
+        "{e}"
+    );
     assert_eq!(s.retries, 1);
     assert!(
         waited >= Duration::from_secs(2) && waited < Duration::from_secs(4),
@@ -140,4 +143,16 @@ fn a_head_that_never_comes_is_bounded_by_the_low_speed_rule_without_a_deadline()
     let stat = rx.recv_timeout(Duration::from_secs(10));
     assert_eq!(stat, Ok(Err(Status::Network)), "a stat waits for its head");
     assert_eq!(server.log().len(), 0, "no answer was sent");
+}
+
+#[test]
+fn a_multipart_answer_with_a_matching_content_range_is_not_taken_as_data() {
+    let server = RangeServer::start();
+    let l = object(&server, "/multipart/parts?size=10000");
+    let (d, s) = read_one(&client(&[]), &l, 100, 200);
+    assert_eq!((d.status(), d.got), (Status::Http, 0), "{:?}", d.result);
+    let e = d.result.unwrap_err();
+    assert!(e.message().contains("multipart/byteranges answer"), "{e}");
+    assert_eq!(s.retries, 0, "a validation failure is final");
+    assert_eq!(server.log()[0].status, 206);
 }

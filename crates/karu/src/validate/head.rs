@@ -2,7 +2,7 @@
 //! (spec 5.4) before a single body byte is copied.
 
 use http::HeaderMap;
-use http::header::{CONTENT_RANGE, ETAG};
+use http::header::{CONTENT_RANGE, CONTENT_TYPE, ETAG};
 
 use super::content_range::{self, ContentRange};
 use super::{Field, content_length, etag, fail, field, shown, transformed};
@@ -151,6 +151,19 @@ fn partial(expect: &Expect, headers: &HeaderMap, etag: Option<String>) -> Head {
     let Expect {
         url, start, end, ..
     } = *expect;
+    if is_multipart(headers) {
+        // Its body is boundaries and part headers around the bytes, whatever the top-level
+        // Content-Range says: never object bytes from its first byte.
+        return Head::Fail(fail(
+            Status::Http,
+            url,
+            format_args!(
+                "a multipart/byteranges answer to the single range [{start}, {end}] \
+                 (Content-Type {:?})",
+                shown(headers, &CONTENT_TYPE)
+            ),
+        ));
+    }
     let range = match field(headers, &CONTENT_RANGE) {
         Field::Missing => {
             return Head::Fail(fail(
@@ -205,6 +218,20 @@ fn partial(expect: &Expect, headers: &HeaderMap, etag: Option<String>) -> Head {
         etag,
         restarted: false,
     }
+}
+
+/// Whether any `Content-Type` of a response names `multipart/byteranges` (parameters aside).
+fn is_multipart(headers: &HeaderMap) -> bool {
+    headers.get_all(CONTENT_TYPE).iter().any(|v| {
+        let media = v
+            .as_bytes()
+            .split(|&b| b == b';')
+            .next()
+            .unwrap_or_default();
+        media
+            .trim_ascii()
+            .eq_ignore_ascii_case(b"multipart/byteranges")
+    })
 }
 
 /// Whether a Content-Range answers a request for `[start, end]`.
@@ -373,6 +400,44 @@ mod tests {
             Status::Http,
             "Content-Length 99 does not match Content-Range [100, 199]",
         );
+    }
+
+    #[test]
+    fn multipart_answers_are_refused_whatever_their_content_range() {
+        let e = expect(100, 199);
+        for ct in [
+            "multipart/byteranges; boundary=x",
+            "Multipart/ByteRanges",
+            " multipart/byteranges ;boundary=\"a;b\"",
+        ] {
+            let h = map(&[
+                ("content-range", "bytes 100-199/1000"),
+                ("content-type", ct),
+            ]);
+            failed(
+                check_head(&e, 206, &h),
+                Status::Http,
+                &format!(
+                    "a multipart/byteranges answer to the single range [100, 199] \
+                     (Content-Type {ct:?})"
+                ),
+            );
+        }
+        for ct in [
+            "application/octet-stream",
+            "multipart/mixed",
+            "text/multipart/byteranges",
+        ] {
+            let h = map(&[
+                ("content-range", "bytes 100-199/1000"),
+                ("content-type", ct),
+            ]);
+            assert_eq!(
+                check_head(&e, 206, &h),
+                body(0, 100, 100, Some(1000)),
+                "{ct}"
+            );
+        }
     }
 
     #[test]
