@@ -174,8 +174,37 @@ struct State {
     /// Workers currently holding this batch's destinations.
     busy: usize,
     wakers: Vec<Waker>,
-    /// Workers awaiting cancellation (remote transfers stop mid-flight).
-    cancel_wakers: Vec<Waker>,
+}
+
+/// The wakers of remote work awaiting cancellation, one slot per live [`Cancelled`] future,
+/// freed when that future is dropped: a finished transfer leaves nothing behind.
+#[derive(Debug, Default)]
+struct CancelWakers {
+    slots: Vec<Option<Waker>>,
+    free: Vec<usize>,
+}
+
+impl CancelWakers {
+    fn insert(&mut self, waker: Waker) -> usize {
+        match self.free.pop() {
+            Some(key) => {
+                self.slots[key] = Some(waker);
+                key
+            }
+            None => {
+                self.slots.push(Some(waker));
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    fn remove(&mut self, key: usize) {
+        if let Some(slot) = self.slots.get_mut(key)
+            && slot.take().is_some()
+        {
+            self.free.push(key);
+        }
+    }
 }
 
 /// What the engine shares with a batch: the completion queue, counters and cancellation.
@@ -187,6 +216,8 @@ pub(crate) struct Shared {
     /// Signalled when the last busy worker lets go of the batch.
     idle: Condvar,
     cancelled: AtomicBool,
+    /// Remote work to wake on cancellation (its own lock: completions never wait for it).
+    cancel_wakers: Mutex<CancelWakers>,
     /// Unique per batch, so per-batch caches never confuse two batches.
     pub(crate) id: u64,
     pub(crate) counters: Counters,
@@ -229,23 +260,23 @@ impl Shared {
         self.cancelled.load(Ordering::Acquire)
     }
 
-    /// A worker asks to use the batch's destinations; false when the batch is cancelled.
-    pub(crate) fn begin(&self) -> bool {
+    /// A worker asks to use the batch's destinations; `None` when the batch is cancelled.
+    pub(crate) fn begin(&self) -> Option<Busy<'_>> {
         let mut st = self.lock();
         if self.is_cancelled() {
-            return false;
+            return None;
         }
         st.busy += 1;
-        true
+        Some(Busy { shared: self })
     }
 
-    /// The worker is done with the destinations and hands over its completions.
-    pub(crate) fn finish(&self, done: impl IntoIterator<Item = Completion>) {
+    /// A worker lets go of the destinations, handing over its completions.
+    fn release(&self, done: impl IntoIterator<Item = Completion>) {
         let mut st = self.lock();
-        st.busy -= 1;
+        st.busy = st.busy.saturating_sub(1);
         if !self.is_cancelled() {
             for c in done {
-                st.pending -= 1;
+                st.pending = st.pending.saturating_sub(1);
                 st.ready.push_back(c);
             }
         }
@@ -291,12 +322,23 @@ impl Shared {
         Poll::Pending
     }
 
+    fn cancel_wakers(&self) -> MutexGuard<'_, CancelWakers> {
+        self.cancel_wakers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Cancels the batch and waits until no worker holds its destinations.
     fn cancel(&self) {
         let mut st = self.lock();
         self.cancelled.store(true, Ordering::Release);
-        // Wake remote work first: it holds `busy` until it notices the cancellation.
-        for w in std::mem::take(&mut st.cancel_wakers) {
+        // Wake remote work first: it holds `busy` until it notices the cancellation. A
+        // `Cancelled` registering after this sees the flag under the same lock.
+        let wakers: Vec<Waker> = self
+            .cancel_wakers()
+            .slots
+            .iter_mut()
+            .filter_map(Option::take)
+            .collect();
+        for w in wakers {
             w.wake();
         }
         while st.busy > 0 {
@@ -308,26 +350,74 @@ impl Shared {
 
     /// Resolves once the batch is cancelled: remote work races it to stop promptly.
     pub(crate) fn cancelled(&self) -> Cancelled<'_> {
-        Cancelled { shared: self }
+        Cancelled {
+            shared: self,
+            registered: None,
+        }
     }
 }
 
-/// Future of [`Shared::cancelled`].
+/// A worker's hold on a batch's destinations, from [`Shared::begin`]. [`finish`](Busy::finish)
+/// hands over the completions; dropped without it (a panic unwinding), it still lets go, so
+/// dropping the batch never waits for a worker that is gone.
+pub(crate) struct Busy<'a> {
+    shared: &'a Shared,
+}
+
+impl Busy<'_> {
+    /// The worker is done with the destinations and hands over its completions.
+    pub(crate) fn finish(self, done: impl IntoIterator<Item = Completion>) {
+        let shared = self.shared;
+        std::mem::forget(self);
+        shared.release(done);
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.shared.release(std::iter::empty());
+    }
+}
+
+/// Future of [`Shared::cancelled`]. It registers its waker once per task (the batch lock is
+/// not taken again while the task's waker stays the same) and frees it when dropped.
 pub(crate) struct Cancelled<'a> {
     shared: &'a Shared,
+    /// Its slot in the batch's cancel wakers, and the waker stored there.
+    registered: Option<(usize, Waker)>,
 }
 
 impl Future for Cancelled<'_> {
     type Output = ();
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut st = self.shared.lock();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.shared.is_cancelled() {
             return Poll::Ready(());
         }
-        if !st.cancel_wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            st.cancel_wakers.push(cx.waker().clone());
+        if let Some((_, w)) = &self.registered
+            && w.will_wake(cx.waker())
+        {
+            return Poll::Pending;
         }
+        let shared = self.shared;
+        let mut wakers = shared.cancel_wakers();
+        if shared.is_cancelled() {
+            return Poll::Ready(());
+        }
+        if let Some((key, _)) = self.registered.take() {
+            wakers.remove(key);
+        }
+        let key = wakers.insert(cx.waker().clone());
+        drop(wakers);
+        self.registered = Some((key, cx.waker().clone()));
         Poll::Pending
+    }
+}
+
+impl Drop for Cancelled<'_> {
+    fn drop(&mut self) {
+        if let Some((key, _)) = self.registered.take() {
+            self.shared.cancel_wakers().remove(key);
+        }
     }
 }
 

@@ -3,7 +3,6 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
-use std::thread;
 
 use super::queue::WorkQueue;
 use super::{PartRead, Work};
@@ -32,16 +31,16 @@ impl std::fmt::Debug for FileWorkers {
 }
 
 impl FileWorkers {
-    pub(crate) fn start(n: usize) -> FileWorkers {
-        let queue = Arc::new(WorkQueue::new());
+    /// Starts `n` workers; NOMEM when a thread cannot start (the ones started then exit).
+    pub(crate) fn start(n: usize) -> crate::error::Result<FileWorkers> {
+        let workers = FileWorkers {
+            queue: Arc::new(WorkQueue::new()),
+        };
         for i in 0..n {
-            let q = Arc::clone(&queue);
-            thread::Builder::new()
-                .name(format!("karu-file-{i}"))
-                .spawn(move || worker(&q))
-                .expect("karu: cannot start a file worker thread");
+            let q = Arc::clone(&workers.queue);
+            super::spawn(format!("karu-file-{i}"), move || worker(&q))?;
         }
-        FileWorkers { queue }
+        Ok(workers)
     }
 
     /// Queues the transfers in chunks.
@@ -89,9 +88,9 @@ fn worker(queue: &WorkQueue<Job>) {
 
 fn run(job: Job, files: &mut OpenFiles) {
     let batch = job.batch;
-    if !batch.begin() {
+    let Some(busy) = batch.begin() else {
         return;
-    }
+    };
     files.retain_batch(&batch);
     let mut done = Vec::new();
     for w in job.work {
@@ -102,7 +101,7 @@ fn run(job: Job, files: &mut OpenFiles) {
         Counters::add(&batch.counters.received_bytes, received);
         Counters::add(&batch.counters.transfers_finished, 1);
     }
-    batch.finish(done);
+    busy.finish(done);
 }
 
 /// Reads one transfer; returns the bytes read from the file.
