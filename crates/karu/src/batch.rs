@@ -635,3 +635,70 @@ impl futures_core::Stream for Completions<'_> {
         self.batch.shared.poll_next(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Wake;
+
+    /// A waker that records being woken.
+    #[derive(Default)]
+    struct Flag(AtomicBool);
+
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn poll(f: &mut Pin<Box<Cancelled<'_>>>, flag: &Arc<Flag>) -> Poll<()> {
+        let waker = Waker::from(Arc::clone(flag));
+        f.as_mut().poll(&mut Context::from_waker(&waker))
+    }
+
+    fn live_wakers(shared: &Shared) -> usize {
+        shared.cancel_wakers().slots.iter().flatten().count()
+    }
+
+    #[test]
+    fn cancellation_keeps_a_waker_only_while_its_future_lives() {
+        let shared = Shared::new(0);
+        // Ten thousand finished transfers in turn leave no waker behind, and one slot serves
+        // them all.
+        for _ in 0..10_000 {
+            let flag = Arc::new(Flag::default());
+            let mut f = Box::pin(shared.cancelled());
+            assert!(poll(&mut f, &flag).is_pending());
+            assert!(poll(&mut f, &flag).is_pending());
+            assert_eq!(live_wakers(&shared), 1);
+        }
+        assert_eq!(live_wakers(&shared), 0);
+        assert_eq!(shared.cancel_wakers().slots.len(), 1);
+        // Live futures are woken by the cancellation, then ready.
+        let flags: Vec<Arc<Flag>> = (0..3).map(|_| Arc::default()).collect();
+        let mut futures: Vec<_> = flags.iter().map(|_| Box::pin(shared.cancelled())).collect();
+        for (f, flag) in futures.iter_mut().zip(&flags) {
+            assert!(poll(f, flag).is_pending());
+        }
+        assert_eq!(live_wakers(&shared), 3);
+        shared.cancel();
+        for (f, flag) in futures.iter_mut().zip(&flags) {
+            assert!(flag.0.load(Ordering::SeqCst));
+            assert!(poll(f, flag).is_ready());
+        }
+        assert_eq!(live_wakers(&shared), 0);
+    }
+
+    #[test]
+    fn a_worker_that_unwinds_still_lets_the_batch_go() {
+        let shared = Shared::new(1);
+        let busy = shared.begin().unwrap();
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _held = busy;
+            panic!("worker bug");
+        }));
+        assert!(unwound.is_err());
+        shared.cancel(); // returns: nobody holds the destinations
+        assert!(shared.begin().is_none());
+    }
+}
