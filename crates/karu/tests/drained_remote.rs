@@ -22,7 +22,7 @@ fn drain(client: &karu::Client, server: &RangeServer, object: &Locator, n: u64) 
         assert!(done.result.is_ok(), "{:?}", done.result);
         content::check("drained", done.tag * 100, done.bytes()).unwrap();
         seen += 1;
-        if seen % 2_000 == 0 {
+        if seen.is_multiple_of(2_000) {
             server.clear_log();
         }
     }
