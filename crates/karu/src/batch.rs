@@ -218,6 +218,9 @@ pub(crate) struct Shared {
     cancelled: AtomicBool,
     /// Remote work to wake on cancellation (its own lock: completions never wait for it).
     cancel_wakers: Mutex<CancelWakers>,
+    /// Some destination is caller memory (a raw buffer): dropping the batch must wait until
+    /// no worker writes it. Owned buffers need no wait: the workers free them.
+    raw: bool,
     /// Unique per batch, so per-batch caches never confuse two batches.
     pub(crate) id: u64,
     pub(crate) counters: Counters,
@@ -227,10 +230,12 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(pending: usize) -> Arc<Shared> {
+    /// A batch of `pending` reads; `raw` when any of them writes caller memory.
+    pub(crate) fn new(pending: usize, raw: bool) -> Arc<Shared> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         let shared = Shared {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            raw,
             ..Shared::default()
         };
         shared.lock().pending = pending;
@@ -326,7 +331,7 @@ impl Shared {
         self.cancel_wakers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Cancels the batch and waits until no worker holds its destinations.
+    /// Cancels the batch; with raw destinations, waits until no worker holds them.
     fn cancel(&self) {
         let mut st = self.lock();
         self.cancelled.store(true, Ordering::Release);
@@ -341,7 +346,7 @@ impl Shared {
         for w in wakers {
             w.wake();
         }
-        while st.busy > 0 {
+        while self.raw && st.busy > 0 {
             st = self.idle.wait(st).unwrap_or_else(|e| e.into_inner());
         }
         st.ready.clear();
@@ -452,7 +457,11 @@ pub enum Next {
 /// Submitted reads. Completions come one per read, in completion order; several threads may
 /// drain one batch (each completion goes to exactly one of them, and all see the end).
 ///
-/// Dropping a batch cancels its queued work and waits until no worker touches its buffers.
+/// Dropping a batch cancels its queued work. When it has raw destinations (caller memory,
+/// [`Read::with_raw_buffer`](crate::Read::with_raw_buffer)), the drop waits until no worker
+/// touches them: that wait is the contract. Otherwise it never blocks (so an async task may
+/// drop a batch, or an unfinished `read_async` future, on an executor thread): workers still
+/// busy free their own buffers when they stop.
 ///
 /// ```
 /// # let dir = std::env::temp_dir().join("karu-doc-batch");
@@ -662,7 +671,7 @@ mod tests {
 
     #[test]
     fn cancellation_keeps_a_waker_only_while_its_future_lives() {
-        let shared = Shared::new(0);
+        let shared = Shared::new(0, false);
         // Ten thousand finished transfers in turn leave no waker behind, and one slot serves
         // them all.
         for _ in 0..10_000 {
@@ -691,7 +700,7 @@ mod tests {
 
     #[test]
     fn a_worker_that_unwinds_still_lets_the_batch_go() {
-        let shared = Shared::new(1);
+        let shared = Shared::new(1, true);
         let busy = shared.begin().unwrap();
         let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
             let _held = busy;

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::locator::Locator;
 use crate::plan::{self, Overrides, Policy};
 use crate::probe::{self, Ends, ObjectInfo};
-use crate::read::Read;
+use crate::read::{Dest, Read};
 
 struct Inner {
     settings: Settings,
@@ -115,7 +115,8 @@ impl Client {
                 .collect();
             plan::plan(&requests, &policy)
         };
-        let shared = Shared::new(reads.len());
+        let raw = reads.iter().any(|r| matches!(r.dest, Dest::Raw(_)));
+        let shared = Shared::new(reads.len(), raw);
         Counters::add(&shared.counters.transfers, planned.transfers.len() as u64);
         Counters::add(&shared.counters.requested_bytes, planned.requested_bytes);
 
@@ -229,14 +230,15 @@ impl Client {
     }
 
     /// The async twin of [`read`](Client::read): awaits the completion without blocking a
-    /// thread (any executor).
+    /// thread (any executor). Dropping it unfinished cancels the read without blocking.
     pub async fn read_async(&self, locator: &Locator, offset: u64, length: u64) -> Result<Vec<u8>> {
         let batch = self.submit(vec![Read::new(locator, offset, length)])?;
         let done = batch.next_async().await;
         done.expect("one read gives one completion").into_result()
     }
 
-    /// The async twin of [`fetch`](Client::fetch).
+    /// The async twin of [`fetch`](Client::fetch). Dropping it unfinished cancels the reads,
+    /// without blocking unless some read has a raw buffer (see [`Batch`]).
     pub async fn fetch_async(&self, reads: Vec<Read>) -> Result<Vec<Vec<u8>>> {
         let n = reads.len();
         let batch = self.submit(positional(reads))?;

@@ -262,7 +262,7 @@ mod tests {
             }),
         )
         .unwrap();
-        let batch = Shared::new(2);
+        let batch = Shared::new(2, false);
         stage.submit(&batch, vec![work("a"), work("denied")]);
         let (who, key, started) = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
         assert!(who.starts_with("karu-credentials-"), "{who}");
