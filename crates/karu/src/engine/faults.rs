@@ -119,6 +119,37 @@ mod tests {
         content::check("good", 0, &c.read(&good, 0, 100).unwrap()).unwrap();
     }
 
+    #[test]
+    fn a_panicking_local_read_fails_its_reads_and_the_workers_live_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join(PANIC_MARKER);
+        let good = dir.path().join("good.bin");
+        std::fs::write(&bad, [1u8; 100]).unwrap();
+        std::fs::write(&good, b"0123456789").unwrap();
+        let bad = Locator::parse(bad.to_str().unwrap()).unwrap();
+        let good = Locator::parse(good.to_str().unwrap()).unwrap();
+        let c = client(&[]);
+        // More panicking reads than file workers, around good ones in the same jobs.
+        let mut reads = vec![Read::new(&good, 0, 4).tag(0)];
+        reads.extend((1..=8).map(|i| Read::new(&bad, i, 1).tag(i)));
+        reads.push(Read::new(&good, 4, 4).tag(9));
+        let done = drain(&c.submit(reads).unwrap());
+        assert_eq!(done.len(), 10);
+        assert_eq!(done[0].bytes(), b"0123");
+        assert_eq!(done[9].bytes(), b"4567");
+        for d in &done[1..9] {
+            let (status, message) = failure(d);
+            assert_eq!((status, d.got), (Status::NoMem, 0));
+            assert_eq!(
+                message,
+                "internal failure: a local read panicked (injected transfer panic)"
+            );
+        }
+        for _ in 0..8 {
+            assert_eq!(c.read(&good, 8, 2).unwrap(), b"89");
+        }
+    }
+
     /// A provider that panics on every call.
     struct Panicking;
 

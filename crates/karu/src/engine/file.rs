@@ -92,13 +92,47 @@ fn run(job: Job, files: &mut OpenFiles) {
         return;
     };
     files.retain_batch(&batch);
+    // Every read's tag, transfer after transfer: a transfer that panics still completes its
+    // reads (NOMEM: in a release build only failed allocations panic here), and the worker
+    // lives on.
+    let tags: Vec<u64> = job
+        .work
+        .iter()
+        .flat_map(|w| w.parts.iter().map(|p| p.tag))
+        .collect();
+    let mut tags = tags.as_slice();
     let mut done = Vec::new();
     for w in job.work {
         if batch.is_cancelled() {
             break;
         }
-        let received = read_transfer(w, files, &mut done);
-        Counters::add(&batch.counters.received_bytes, received);
+        let (mine, rest) = tags.split_at(w.parts.len());
+        tags = rest;
+        let kept = done.len();
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            #[cfg(test)]
+            super::faults::transfer(&w.locator);
+            read_transfer(w, files, &mut done)
+        }));
+        match read {
+            Ok(received) => Counters::add(&batch.counters.received_bytes, received),
+            Err(payload) => {
+                done.truncate(kept);
+                let error = Error::new(
+                    Status::NoMem,
+                    format!(
+                        "internal failure: a local read panicked ({})",
+                        super::panic_message(&*payload)
+                    ),
+                );
+                done.extend(mine.iter().map(|&tag| Completion {
+                    tag,
+                    result: Err(error.clone()),
+                    got: 0,
+                    buffer: None,
+                }));
+            }
+        }
         Counters::add(&batch.counters.transfers_finished, 1);
     }
     busy.finish(done);
