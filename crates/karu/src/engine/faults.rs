@@ -226,6 +226,18 @@ mod tests {
             refused(c.read(&remote, 0, 4), "karu-io-1");
         });
         assert_eq!(c.stat(&remote).unwrap_err().status(), Status::NoMem);
+        // The same inside an async task, where the runtimes built for loops that never
+        // started must be let go without blocking.
+        let c = client(&[("KARU_IO_THREADS", "2")]);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            SPAWNS_LEFT.with(|left| left.set(Some(9)));
+            let read = c.read_async(&remote, 0, 4).await;
+            SPAWNS_LEFT.with(|left| left.set(None));
+            refused(read, "karu-io-1");
+        });
         assert!(server.log().is_empty());
     }
 

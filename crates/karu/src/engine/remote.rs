@@ -262,12 +262,26 @@ fn job_lost() -> Error {
 }
 
 /// A current-thread runtime for one loop.
-fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+fn runtime() -> std::io::Result<LoopRuntime> {
     #[cfg(test)]
     super::faults::runtime()?;
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
+        .map(|rt| LoopRuntime(Some(rt)))
+}
+
+/// A loop's runtime, built on the thread that starts the engine. It is let go without
+/// blocking: when its loop could not start, that thread may be an async task, where a plain
+/// drop of a runtime panics.
+struct LoopRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for LoopRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl Drop for Remote {
@@ -281,13 +295,16 @@ impl Drop for Remote {
 }
 
 fn run_loop(
-    rt: &tokio::runtime::Runtime,
+    rt: &LoopRuntime,
     inner: &Arc<Inner>,
     index: usize,
     transport: &Arc<Transport>,
     settings: Settings,
     lookups: Lookups,
 ) {
+    let Some(rt) = &rt.0 else {
+        return;
+    };
     let local = tokio::task::LocalSet::new();
     local.block_on(rt, async {
         let state = Rc::new(LoopState {
