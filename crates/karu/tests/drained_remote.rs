@@ -46,8 +46,11 @@ fn a_drained_remote_batch_frees_every_finished_transfer() {
         growth / READS
     );
     // Only the reads queued at submit remain: measured on the 2-core dev machine, 416 bytes
-    // per read. While each finished transfer task stayed pinned by its cancellation waker
-    // until the batch was dropped, the same run grew by 635 bytes per read.
-    let bound = READS * 480;
+    // per read in a debug build and 523 in a release build. While each finished transfer
+    // task stayed pinned by its cancellation waker until the batch was dropped, the release
+    // build grew by 11,493 bytes per read (a debug build boxes the large transfer future
+    // apart from its task and frees it, so there only 641: the waker slot test in batch.rs
+    // is what fails that build).
+    let bound = READS * 1024;
     assert!(growth < bound, "{growth} bytes (bound {bound})");
 }
