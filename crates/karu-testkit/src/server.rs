@@ -68,6 +68,8 @@
 //! | `warning-214` | normal semantics plus `Warning: 214 - "Transformation Applied"` | |
 //! | `short-object` | normal semantics (a range passing the end gets `bytes F-(T-1)/T`, the object ending inside the request); with `star=1` the total is sent as `*` | `star=1` |
 //! | `throttle` | answers `code` to a request that arrives while more than `n` requests are in flight on the server (itself included), or, with `after=J`, to every request of this route and name after the first J; other requests get normal semantics, their body sent at `rate` bytes/s when given | `n` (default 3, or [`RangeServer::set_throttle_above`]), `after`, `code` (default 503), `retry_after=S`, `rate=R` |
+//! | `multipart` | a satisfiable range gets a 206 whose body is a `multipart/byteranges` document holding that range, sent chunked (no `Content-Length`) with the range's own `Content-Range` on top as well | |
+//! | `unproven` | the first `proven` requests (for this route and name) are served normally, their bodies cut after K bytes as `truncate` does when `k` is given; later ones see the next version, ignore `If-Match` and prove nothing: no `ETag`, or with `etag=weak` the weak `W/` form of the first version's tag | `proven` (default 1), `k`, `etag=weak` |
 //!
 //! Counters for `status` and `etag-change` are kept per route and name (the path without the
 //! query), so a test that says "fail twice then succeed" uses a fresh name or calls
@@ -740,6 +742,8 @@ const FAULTS: &[&str] = &[
     "warning-214",
     "short-object",
     "throttle",
+    "unproven",
+    "multipart",
 ];
 
 type Resp = Response<ServerBody>;
@@ -946,10 +950,19 @@ async fn respond(
         }
         _ => {}
     }
+    // `unproven`: past the proven requests, the next version answers without a strong tag.
+    let proven = match q.num("proven") {
+        Ok(p) => p.unwrap_or(1),
+        Err(e) => return simple(400, e, guard),
+    };
+    let unproven = fault == "unproven" && count >= proven;
+    let weak = format!("W/{}", etag(name, total, version));
+    version += u64::from(unproven);
 
     let tag = etag(name, total, version);
     let content_name = versioned_name(name, version);
     if q.get("if_match") != Some("ignore")
+        && !unproven
         && let Some(im) = req.header("if-match")
         && !if_match_ok(im, &tag)
     {
@@ -1004,10 +1017,15 @@ async fn respond(
         "truncate" => Delivery::Cut { k, reset: false },
         // A version change with an interrupted body: what resuming must survive.
         "etag-change" if q.get("k").is_some() => Delivery::Cut { k, reset: false },
+        "unproven" if !unproven && q.get("k").is_some() => Delivery::Cut { k, reset: false },
         "reset" => Delivery::Cut { k, reset: true },
         _ => Delivery::Normal,
     };
     let head = method == Method::HEAD;
+    if fault == "multipart" && status == 206 && !head {
+        let range = format!("bytes {first}-{last}/{total}");
+        return multipart(&content_name, first, len, range, tag, guard);
+    }
     let (inner, body_len) = match delivery {
         _ if head => (Inner::Full(None), len),
         Delivery::Normal => (
@@ -1038,8 +1056,11 @@ async fn respond(
     set(&mut r, "content-length", body_len.to_string());
     set(&mut r, "content-type", "application/octet-stream".into());
     set(&mut r, "accept-ranges", "bytes".into());
-    if q.get("etag") != Some("none") {
-        set(&mut r, "etag", tag);
+    match (unproven, q.get("etag")) {
+        (false, Some("none")) => {}
+        (false, _) => set(&mut r, "etag", tag),
+        (true, Some("weak")) => set(&mut r, "etag", weak),
+        (true, _) => {}
     }
     if q.flag("last_modified") {
         let base = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
@@ -1054,6 +1075,41 @@ async fn respond(
         "warning-214" => set(&mut r, "warning", "214 - \"Transformation Applied\"".into()),
         _ => {}
     }
+    r
+}
+
+/// The `multipart` route's answer: one part holding `[first, first + len)`, chunked, with the
+/// part's `Content-Range` repeated at the top.
+fn multipart(
+    name: &str,
+    first: u64,
+    len: u64,
+    range: String,
+    tag: String,
+    guard: InFlight,
+) -> Resp {
+    const BOUNDARY: &str = "karu-testkit-boundary";
+    let mut body = format!(
+        "--{BOUNDARY}\r\nContent-Type: application/octet-stream\r\nContent-Range: {range}\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend(content::bytes(name, first, len as usize));
+    body.extend(format!("\r\n--{BOUNDARY}--\r\n").into_bytes());
+    // A channel body has no exact size, so hyper sends it chunked.
+    let (tx, rx) = mpsc::channel(1);
+    let _ = tx.try_send(Ok(Bytes::from(body)));
+    let mut r = Response::new(ServerBody {
+        inner: Inner::Chan(rx),
+        _guard: guard,
+    });
+    *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+    set(
+        &mut r,
+        "content-type",
+        format!("multipart/byteranges; boundary={BOUNDARY}"),
+    );
+    set(&mut r, "content-range", range);
+    set(&mut r, "etag", tag);
     r
 }
 

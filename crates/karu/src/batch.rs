@@ -174,8 +174,37 @@ struct State {
     /// Workers currently holding this batch's destinations.
     busy: usize,
     wakers: Vec<Waker>,
-    /// Workers awaiting cancellation (remote transfers stop mid-flight).
-    cancel_wakers: Vec<Waker>,
+}
+
+/// The wakers of remote work awaiting cancellation, one slot per live [`Cancelled`] future,
+/// freed when that future is dropped: a finished transfer leaves nothing behind.
+#[derive(Debug, Default)]
+struct CancelWakers {
+    slots: Vec<Option<Waker>>,
+    free: Vec<usize>,
+}
+
+impl CancelWakers {
+    fn insert(&mut self, waker: Waker) -> usize {
+        match self.free.pop() {
+            Some(key) => {
+                self.slots[key] = Some(waker);
+                key
+            }
+            None => {
+                self.slots.push(Some(waker));
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    fn remove(&mut self, key: usize) {
+        if let Some(slot) = self.slots.get_mut(key)
+            && slot.take().is_some()
+        {
+            self.free.push(key);
+        }
+    }
 }
 
 /// What the engine shares with a batch: the completion queue, counters and cancellation.
@@ -187,6 +216,11 @@ pub(crate) struct Shared {
     /// Signalled when the last busy worker lets go of the batch.
     idle: Condvar,
     cancelled: AtomicBool,
+    /// Remote work to wake on cancellation (its own lock: completions never wait for it).
+    cancel_wakers: Mutex<CancelWakers>,
+    /// Some destination is caller memory (a raw buffer): dropping the batch must wait until
+    /// no worker writes it. Owned buffers need no wait: the workers free them.
+    raw: bool,
     /// Unique per batch, so per-batch caches never confuse two batches.
     pub(crate) id: u64,
     pub(crate) counters: Counters,
@@ -201,10 +235,12 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(pending: usize) -> Arc<Shared> {
+    /// A batch of `pending` reads; `raw` when any of them writes caller memory.
+    pub(crate) fn new(pending: usize, raw: bool) -> Arc<Shared> {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         let shared = Shared {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            raw,
             ..Shared::default()
         };
         shared.lock().pending = pending;
@@ -253,23 +289,23 @@ impl Shared {
         self.cancelled.load(Ordering::Acquire)
     }
 
-    /// A worker asks to use the batch's destinations; false when the batch is cancelled.
-    pub(crate) fn begin(&self) -> bool {
+    /// A worker asks to use the batch's destinations; `None` when the batch is cancelled.
+    pub(crate) fn begin(&self) -> Option<Busy<'_>> {
         let mut st = self.lock();
         if self.is_cancelled() {
-            return false;
+            return None;
         }
         st.busy += 1;
-        true
+        Some(Busy { shared: self })
     }
 
-    /// The worker is done with the destinations and hands over its completions.
-    pub(crate) fn finish(&self, done: impl IntoIterator<Item = Completion>) {
+    /// A worker lets go of the destinations, handing over its completions.
+    fn release(&self, done: impl IntoIterator<Item = Completion>) {
         let mut st = self.lock();
-        st.busy -= 1;
+        st.busy = st.busy.saturating_sub(1);
         if !self.is_cancelled() {
             for c in done {
-                st.pending -= 1;
+                st.pending = st.pending.saturating_sub(1);
                 st.ready.push_back(c);
             }
         }
@@ -315,15 +351,26 @@ impl Shared {
         Poll::Pending
     }
 
-    /// Cancels the batch and waits until no worker holds its destinations.
+    fn cancel_wakers(&self) -> MutexGuard<'_, CancelWakers> {
+        self.cancel_wakers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Cancels the batch; with raw destinations, waits until no worker holds them.
     fn cancel(&self) {
         let mut st = self.lock();
         self.cancelled.store(true, Ordering::Release);
-        // Wake remote work first: it holds `busy` until it notices the cancellation.
-        for w in std::mem::take(&mut st.cancel_wakers) {
+        // Wake remote work first: it holds `busy` until it notices the cancellation. A
+        // `Cancelled` registering after this sees the flag under the same lock.
+        let wakers: Vec<Waker> = self
+            .cancel_wakers()
+            .slots
+            .iter_mut()
+            .filter_map(Option::take)
+            .collect();
+        for w in wakers {
             w.wake();
         }
-        while st.busy > 0 {
+        while self.raw && st.busy > 0 {
             st = self.idle.wait(st).unwrap_or_else(|e| e.into_inner());
         }
         st.ready.clear();
@@ -332,26 +379,74 @@ impl Shared {
 
     /// Resolves once the batch is cancelled: remote work races it to stop promptly.
     pub(crate) fn cancelled(&self) -> Cancelled<'_> {
-        Cancelled { shared: self }
+        Cancelled {
+            shared: self,
+            registered: None,
+        }
     }
 }
 
-/// Future of [`Shared::cancelled`].
+/// A worker's hold on a batch's destinations, from [`Shared::begin`]. [`finish`](Busy::finish)
+/// hands over the completions; dropped without it (a panic unwinding), it still lets go, so
+/// dropping the batch never waits for a worker that is gone.
+pub(crate) struct Busy<'a> {
+    shared: &'a Shared,
+}
+
+impl Busy<'_> {
+    /// The worker is done with the destinations and hands over its completions.
+    pub(crate) fn finish(self, done: impl IntoIterator<Item = Completion>) {
+        let shared = self.shared;
+        std::mem::forget(self);
+        shared.release(done);
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.shared.release(std::iter::empty());
+    }
+}
+
+/// Future of [`Shared::cancelled`]. It registers its waker once per task (the batch lock is
+/// not taken again while the task's waker stays the same) and frees it when dropped.
 pub(crate) struct Cancelled<'a> {
     shared: &'a Shared,
+    /// Its slot in the batch's cancel wakers, and the waker stored there.
+    registered: Option<(usize, Waker)>,
 }
 
 impl Future for Cancelled<'_> {
     type Output = ();
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut st = self.shared.lock();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.shared.is_cancelled() {
             return Poll::Ready(());
         }
-        if !st.cancel_wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            st.cancel_wakers.push(cx.waker().clone());
+        if let Some((_, w)) = &self.registered
+            && w.will_wake(cx.waker())
+        {
+            return Poll::Pending;
         }
+        let shared = self.shared;
+        let mut wakers = shared.cancel_wakers();
+        if shared.is_cancelled() {
+            return Poll::Ready(());
+        }
+        if let Some((key, _)) = self.registered.take() {
+            wakers.remove(key);
+        }
+        let key = wakers.insert(cx.waker().clone());
+        drop(wakers);
+        self.registered = Some((key, cx.waker().clone()));
         Poll::Pending
+    }
+}
+
+impl Drop for Cancelled<'_> {
+    fn drop(&mut self) {
+        if let Some((key, _)) = self.registered.take() {
+            self.shared.cancel_wakers().remove(key);
+        }
     }
 }
 
@@ -386,7 +481,11 @@ pub enum Next {
 /// Submitted reads. Completions come one per read, in completion order; several threads may
 /// drain one batch (each completion goes to exactly one of them, and all see the end).
 ///
-/// Dropping a batch cancels its queued work and waits until no worker touches its buffers.
+/// Dropping a batch cancels its queued work. When it has raw destinations (caller memory,
+/// [`Read::with_raw_buffer`](crate::Read::with_raw_buffer)), the drop waits until no worker
+/// touches them: that wait is the contract. Otherwise it never blocks (so an async task may
+/// drop a batch, or an unfinished `read_async` future, on an executor thread): workers still
+/// busy free their own buffers when they stop.
 ///
 /// ```
 /// # let dir = std::env::temp_dir().join("karu-doc-batch");
@@ -567,5 +666,72 @@ impl futures_core::Stream for Completions<'_> {
     type Item = Completion;
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
         self.batch.shared.poll_next(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Wake;
+
+    /// A waker that records being woken.
+    #[derive(Default)]
+    struct Flag(AtomicBool);
+
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn poll(f: &mut Pin<Box<Cancelled<'_>>>, flag: &Arc<Flag>) -> Poll<()> {
+        let waker = Waker::from(Arc::clone(flag));
+        f.as_mut().poll(&mut Context::from_waker(&waker))
+    }
+
+    fn live_wakers(shared: &Shared) -> usize {
+        shared.cancel_wakers().slots.iter().flatten().count()
+    }
+
+    #[test]
+    fn cancellation_keeps_a_waker_only_while_its_future_lives() {
+        let shared = Shared::new(0, false);
+        // Ten thousand finished transfers in turn leave no waker behind, and one slot serves
+        // them all.
+        for _ in 0..10_000 {
+            let flag = Arc::new(Flag::default());
+            let mut f = Box::pin(shared.cancelled());
+            assert!(poll(&mut f, &flag).is_pending());
+            assert!(poll(&mut f, &flag).is_pending());
+            assert_eq!(live_wakers(&shared), 1);
+        }
+        assert_eq!(live_wakers(&shared), 0);
+        assert_eq!(shared.cancel_wakers().slots.len(), 1);
+        // Live futures are woken by the cancellation, then ready.
+        let flags: Vec<Arc<Flag>> = (0..3).map(|_| Arc::default()).collect();
+        let mut futures: Vec<_> = flags.iter().map(|_| Box::pin(shared.cancelled())).collect();
+        for (f, flag) in futures.iter_mut().zip(&flags) {
+            assert!(poll(f, flag).is_pending());
+        }
+        assert_eq!(live_wakers(&shared), 3);
+        shared.cancel();
+        for (f, flag) in futures.iter_mut().zip(&flags) {
+            assert!(flag.0.load(Ordering::SeqCst));
+            assert!(poll(f, flag).is_ready());
+        }
+        assert_eq!(live_wakers(&shared), 0);
+    }
+
+    #[test]
+    fn a_worker_that_unwinds_still_lets_the_batch_go() {
+        let shared = Shared::new(1, true);
+        let busy = shared.begin().unwrap();
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _held = busy;
+            panic!("worker bug");
+        }));
+        assert!(unwound.is_err());
+        shared.cancel(); // returns: nobody holds the destinations
+        assert!(shared.begin().is_none());
     }
 }

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::batch::{Batch, Completion, Counters, Shared};
 use crate::config::{Config, Settings};
+use crate::dest::Dest;
 use crate::engine::remote::LoopState;
 use crate::engine::{Engine, PartRead, Remote, Work};
 use crate::error::{Error, Result};
@@ -131,7 +132,8 @@ impl Client {
                 .collect();
             plan::plan(&requests, &policy)
         };
-        let shared = Shared::new(reads.len());
+        let raw = reads.iter().any(|r| matches!(r.dest, Dest::Raw(_)));
+        let shared = Shared::new(reads.len(), raw);
         if hand_back {
             shared.hand_back_throttling();
         }
@@ -248,14 +250,15 @@ impl Client {
     }
 
     /// The async twin of [`read`](Client::read): awaits the completion without blocking a
-    /// thread (any executor).
+    /// thread (any executor). Dropping it unfinished cancels the read without blocking.
     pub async fn read_async(&self, locator: &Locator, offset: u64, length: u64) -> Result<Vec<u8>> {
         let batch = self.submit(vec![Read::new(locator, offset, length)])?;
         let done = batch.next_async().await;
         done.expect("one read gives one completion").into_result()
     }
 
-    /// The async twin of [`fetch`](Client::fetch).
+    /// The async twin of [`fetch`](Client::fetch). Dropping it unfinished cancels the reads,
+    /// without blocking unless some read has a raw buffer (see [`Batch`]).
     pub async fn fetch_async(&self, reads: Vec<Read>) -> Result<Vec<Vec<u8>>> {
         let n = reads.len();
         let batch = self.submit(positional(reads))?;
@@ -350,18 +353,18 @@ impl Client {
                 probe::remote::read_ends(&st, &owned, head, tail, Some(&counters)).await
             })
         })
-        .await?
+        .await
     }
 
     /// Runs `job` on an IO loop and awaits it (a download's one-stream read).
     pub(crate) async fn run_remote<T, F>(&self, job: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(std::rc::Rc<LoopState>) -> std::pin::Pin<Box<dyn Future<Output = T>>>
+        F: FnOnce(std::rc::Rc<LoopState>) -> std::pin::Pin<Box<dyn Future<Output = Result<T>>>>
             + Send
             + 'static,
     {
-        Ok(self.remote()?.run_async(job).await)
+        self.remote()?.run_async(job).await
     }
 
     /// The engine's remote loops.

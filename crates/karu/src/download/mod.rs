@@ -406,7 +406,7 @@ impl Job<'_, '_> {
         temp::remove_stale(dest, sidecar::load(dest).map(|s| s.temp_id).as_deref());
         let chunk = self.options.chunk_size;
         let probe_stats = Batch {
-            shared: Shared::new(0),
+            shared: Shared::new(0, false),
             _engine: None,
         };
         let mut probe_requests = 1;
@@ -579,7 +579,7 @@ impl Job<'_, '_> {
             .map_err(|e| io_error(dest, "cannot write temporary output", e))?;
         // Dropping this cancels the stream (a failure or cancellation here stops it).
         let counters = Batch {
-            shared: Shared::new(0),
+            shared: Shared::new(0, false),
             _engine: None,
         };
         let total = match self.locator.window_length() {
@@ -602,9 +602,7 @@ impl Job<'_, '_> {
             })
             .await;
             if let Some(r) = done {
-                break r
-                    .and_then(|inner| inner)
-                    .map_err(|e| e.context(dest.display()));
+                break r.map_err(|e| e.context(dest.display()));
             }
             budget.check_time(dest, reported, size)?;
             reported = reported.max(counters.stats().received_bytes.min(size));

@@ -87,25 +87,25 @@ impl Lookups {
 }
 
 impl CredentialStage {
-    /// Starts `workers` threads that resolve, then forward.
+    /// Starts `workers` threads that resolve, then forward; NOMEM when a thread cannot
+    /// start (the ones started then exit).
     pub(crate) fn start(
         workers: usize,
         resolver: Arc<dyn Resolver>,
         forward: Box<Forward>,
-    ) -> Self {
-        let queue = Arc::new(Queue {
-            jobs: WorkQueue::new(),
-            resolver,
-            forward,
-        });
+    ) -> Result<Self> {
+        let stage = CredentialStage {
+            queue: Arc::new(Queue {
+                jobs: WorkQueue::new(),
+                resolver,
+                forward,
+            }),
+        };
         for i in 0..workers {
-            let q = Arc::clone(&queue);
-            std::thread::Builder::new()
-                .name(format!("karu-credentials-{i}"))
-                .spawn(move || work(&q))
-                .expect("karu: cannot start a credential worker thread");
+            let q = Arc::clone(&stage.queue);
+            super::spawn(format!("karu-credentials-{i}"), move || work(&q))?;
         }
-        CredentialStage { queue }
+        Ok(stage)
     }
 
     /// Queues transfers for resolution.
@@ -140,10 +140,13 @@ fn work(queue: &Queue) {
                 deadline,
                 reply,
             } => {
-                if let Some(rejected) = &refresh {
-                    queue.resolver.invalidate(&locator, rejected);
-                }
-                let _ = reply.send(queue.resolver.resolve(&locator, deadline));
+                let answer = guarded(&locator, || {
+                    if let Some(rejected) = &refresh {
+                        queue.resolver.invalidate(&locator, rejected);
+                    }
+                    queue.resolver.resolve(&locator, deadline)
+                });
+                let _ = reply.send(answer);
             }
         }
     }
@@ -156,10 +159,8 @@ fn transfer(queue: &Queue, batch: Arc<Shared>, mut w: Work) {
     // The read's deadline covers the credential lookup (spec §5.5).
     let started = Instant::now();
     w.access.started = Some(started);
-    match queue
-        .resolver
-        .resolve(&w.locator, queue.resolver.deadline_from(started))
-    {
+    let deadline = queue.resolver.deadline_from(started);
+    match guarded(&w.locator, || queue.resolver.resolve(&w.locator, deadline)) {
         Ok(auth) => {
             w.access.auth = Some(auth);
             (queue.forward)(&batch, w);
@@ -169,6 +170,21 @@ fn transfer(queue: &Queue, batch: Arc<Shared>, mut w: Work) {
             batch.complete(w.fail(&e));
         }
     }
+}
+
+/// Runs a lookup, turning a panic (a caller's `CredentialsProvider` may panic) into a
+/// CREDENTIALS failure of the read, so the worker lives on and the read completes.
+fn guarded(locator: &Locator, lookup: impl FnOnce() -> Result<Auth>) -> Result<Auth> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(lookup)).unwrap_or_else(|payload| {
+        Err(Error::new(
+            Status::Credentials,
+            format!(
+                "{}: the credential lookup panicked ({})",
+                locator.display(),
+                super::panic_message(&*payload)
+            ),
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -244,8 +260,9 @@ mod tests {
                     .send((who, key, w.access.started.is_some()))
                     .unwrap();
             }),
-        );
-        let batch = Shared::new(2);
+        )
+        .unwrap();
+        let batch = Shared::new(2, false);
         stage.submit(&batch, vec![work("a"), work("denied")]);
         let (who, key, started) = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
         assert!(who.starts_with("karu-credentials-"), "{who}");
@@ -262,7 +279,7 @@ mod tests {
     #[test]
     fn awaited_lookups_and_refreshes_run_on_the_workers() {
         let fake = Arc::new(Fake::default());
-        let stage = CredentialStage::start(1, fake.clone(), Box::new(|_, _| {}));
+        let stage = CredentialStage::start(1, fake.clone(), Box::new(|_, _| {})).unwrap();
         let lookups = stage.lookups();
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()

@@ -178,13 +178,25 @@ async fn attempts<H: Handler>(
         let signed = matches!(auth, Auth::Signed(_));
         let throttled = std::cell::Cell::new(false);
         let attempt = async {
-            match env.client.send(prepared.request, prepared.redirect).await {
-                Ok(resp) => {
+            let answer = low_speed_bound(
+                env.settings,
+                env.client.send(prepared.request, prepared.redirect),
+            );
+            match answer.await {
+                None => (
+                    Step::Retry {
+                        error: no_head(env.settings, &url),
+                        retry_after: None,
+                        unreachable: false,
+                    },
+                    None,
+                ),
+                Some(Ok(resp)) => {
                     throttled.set(matches!(resp.status, 429 | 503));
                     env.note_response(&resp);
                     if signs && matches!(resp.status, 301 | 307 | 400 | 401 | 403) {
                         // Provider hints live in the error body: read it here, once.
-                        let prefix = transport::read_prefix(resp.body, validate::CAPTURE).await;
+                        let prefix = error_prefix(env.settings, resp.body).await;
                         let correction = backends::correction(
                             locator,
                             resp.status,
@@ -200,7 +212,7 @@ async fn attempts<H: Handler>(
                         (handler.on_response(env, &url, resp).await, None)
                     }
                 }
-                Err(e) => (transport_step(&url, e), None),
+                Some(Err(e)) => (transport_step(&url, e), None),
             }
         };
         let (step, correction) = match cancellable(env, timed(&deadline, attempt)).await {
@@ -318,9 +330,57 @@ pub(crate) fn transport_step<T>(url: &str, e: TransportError) -> Step<T> {
 }
 
 /// Reads the first 4 KiB of an error body and classifies the response.
-pub(crate) async fn error_step<T>(url: &str, resp: Response, own_pin: bool) -> Step<T> {
-    let prefix = transport::read_prefix(resp.body, validate::CAPTURE).await;
+pub(crate) async fn error_step<T>(
+    env: &Env<'_>,
+    url: &str,
+    resp: Response,
+    own_pin: bool,
+) -> Step<T> {
+    let prefix = error_prefix(env.settings, resp.body).await;
     classified_step(url, resp.status, &resp.headers, &prefix, own_pin)
+}
+
+/// The first 4 KiB of an error body, for classification and messages; a body that stalls
+/// past the low-speed time counts as empty (error bodies are best effort).
+async fn error_prefix(settings: &Settings, body: Incoming) -> Bytes {
+    low_speed_bound(settings, transport::read_prefix(body, validate::CAPTURE))
+        .await
+        .unwrap_or_default()
+}
+
+/// Drains (or aborts) an unwanted body so its connection may be reused; one that stalls past
+/// the low-speed time is dropped, which closes its connection.
+async fn drain(settings: &Settings, body: Incoming) {
+    low_speed_bound(
+        settings,
+        transport::drain_or_abort(body, transport::DRAIN_LIMIT),
+    )
+    .await;
+}
+
+/// The low-speed rule's window (`KARU_LOW_SPEED_TIME`), when the rule is on: a time and a
+/// limit above zero, as curl reads its pair.
+fn low_speed_time(settings: &Settings) -> Option<Duration> {
+    let time = settings.low_speed_time();
+    (!time.is_zero() && settings.low_speed_limit() > 0).then_some(time)
+}
+
+/// Runs a phase that receives no kept body bytes (the wait for a response head, redirects
+/// included; an error body; a drain) under the low-speed rule: such a phase moves next to
+/// nothing, so it may last at most the low-speed time, as curl's rule, which also covers the
+/// wait for the head, allows. This is what bounds a read when `KARU_REQUEST_TIMEOUT` is 0.
+/// `None` when the phase took longer.
+async fn low_speed_bound<F: Future>(settings: &Settings, fut: F) -> Option<F::Output> {
+    match low_speed_time(settings) {
+        None => Some(fut.await),
+        Some(time) => tokio::time::timeout(time, fut).await.ok(),
+    }
+}
+
+/// NETWORK: no response head arrived within the low-speed time (transient, like curl's
+/// "operation too slow").
+fn no_head(settings: &Settings, url: &str) -> Error {
+    too_slow(url, settings.low_speed_limit(), settings.low_speed_time())
 }
 
 /// The step for an error response whose body prefix has been read.
@@ -368,7 +428,7 @@ pub(crate) async fn stream_body(
     len: u64,
     mut keep: impl FnMut(u64, &[u8]),
 ) -> std::result::Result<(u64, Incoming), (u64, Error)> {
-    let low_time = env.settings.low_speed_time();
+    let low_time = low_speed_time(env.settings).unwrap_or_default();
     let low_limit = env.settings.low_speed_limit();
     let mut window = (Instant::now(), 0u64);
     let mut pos = 0u64; // body bytes seen
@@ -529,12 +589,13 @@ impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
                     restarted,
                 } => {
                     if restarted {
-                        self.kept = 0;
+                        // The kept prefix and its tag are gone: this body pins the read now.
+                        self.restart();
                     }
                     (skip, first, len, total, etag)
                 }
                 Head::ErrorBody { .. } => {
-                    let step = error_step(url, resp, own_pin).await;
+                    let step = error_step(env, url, resp, own_pin).await;
                     if matches!(step, Step::Retry { .. }) && own_pin {
                         // A 412 against our own tag: the object changed; start over.
                         self.version_changed = true;
@@ -543,7 +604,7 @@ impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
                     return step;
                 }
                 Head::Fail(e) | Head::Precondition(e) => {
-                    transport::drain_or_abort(resp.body, transport::DRAIN_LIMIT).await;
+                    drain(env.settings, resp.body).await;
                     return Step::Fail(e);
                 }
                 Head::VersionChanged => {
@@ -586,7 +647,7 @@ impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
                 }
                 // Read to the end of the body (drain a small tail, abort a large one): only
                 // a body read to its end gives its connection back to the pool.
-                transport::drain_or_abort(rest, transport::DRAIN_LIMIT).await;
+                drain(env.settings, rest).await;
                 Step::Done(Fetched {
                     end: first + kept,
                     total,

@@ -2,7 +2,6 @@
 
 use std::fs::File;
 use std::sync::Arc;
-use std::thread;
 
 use super::queue::WorkQueue;
 use super::{PartRead, Work};
@@ -32,16 +31,16 @@ impl std::fmt::Debug for FileWorkers {
 }
 
 impl FileWorkers {
-    pub(crate) fn start(n: usize) -> FileWorkers {
-        let queue = Arc::new(WorkQueue::new());
+    /// Starts `n` workers; NOMEM when a thread cannot start (the ones started then exit).
+    pub(crate) fn start(n: usize) -> crate::error::Result<FileWorkers> {
+        let workers = FileWorkers {
+            queue: Arc::new(WorkQueue::new()),
+        };
         for i in 0..n {
-            let q = Arc::clone(&queue);
-            thread::Builder::new()
-                .name(format!("karu-file-{i}"))
-                .spawn(move || worker(&q))
-                .expect("karu: cannot start a file worker thread");
+            let q = Arc::clone(&workers.queue);
+            super::spawn(format!("karu-file-{i}"), move || worker(&q))?;
         }
-        FileWorkers { queue }
+        Ok(workers)
     }
 
     /// Queues the transfers in chunks.
@@ -89,20 +88,54 @@ fn worker(queue: &WorkQueue<Job>) {
 
 fn run(job: Job, files: &mut OpenFiles) {
     let batch = job.batch;
-    if !batch.begin() {
+    let Some(busy) = batch.begin() else {
         return;
-    }
+    };
     files.retain_batch(&batch);
+    // Every read's tag, transfer after transfer: a transfer that panics still completes its
+    // reads (NOMEM: in a release build only failed allocations panic here), and the worker
+    // lives on.
+    let tags: Vec<u64> = job
+        .work
+        .iter()
+        .flat_map(|w| w.parts.iter().map(|p| p.tag))
+        .collect();
+    let mut tags = tags.as_slice();
     let mut done = Vec::new();
     for w in job.work {
         if batch.is_cancelled() {
             break;
         }
-        let received = read_transfer(w, files, &mut done);
-        Counters::add(&batch.counters.received_bytes, received);
+        let (mine, rest) = tags.split_at(w.parts.len());
+        tags = rest;
+        let kept = done.len();
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            #[cfg(test)]
+            super::faults::transfer(&w.locator);
+            read_transfer(w, files, &mut done)
+        }));
+        match read {
+            Ok(received) => Counters::add(&batch.counters.received_bytes, received),
+            Err(payload) => {
+                done.truncate(kept);
+                let error = Error::new(
+                    Status::NoMem,
+                    format!(
+                        "internal failure: a local read panicked ({})",
+                        super::panic_message(&*payload)
+                    ),
+                );
+                done.extend(mine.iter().map(|&tag| Completion {
+                    tag,
+                    result: Err(error.clone()),
+                    got: 0,
+                    buffer: None,
+                }));
+            }
+        }
         Counters::add(&batch.counters.transfers_finished, 1);
     }
-    batch.finish(done);
+    busy.finish(done);
 }
 
 /// Reads one transfer; returns the bytes read from the file.

@@ -3,6 +3,8 @@
 
 mod credentials;
 pub(crate) mod exchange;
+#[cfg(test)]
+mod faults;
 mod file;
 mod queue;
 pub(crate) mod remote;
@@ -13,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use crate::batch::{Completion, Counters, Shared};
 use crate::config::Settings;
 use crate::dest::Dest;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 
 pub(crate) use file::FileWorkers;
@@ -66,11 +68,35 @@ impl Work {
     }
 }
 
+/// Starts a named engine thread. A thread the system cannot give is NOMEM (never a panic,
+/// which would abort across the C ABI).
+pub(crate) fn spawn(name: String, run: impl FnOnce() + Send + 'static) -> Result<()> {
+    let refused =
+        |e: std::io::Error| Error::new(Status::NoMem, format!("cannot start {name}: {e}"));
+    #[cfg(test)]
+    faults::spawn().map_err(refused)?;
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(run)
+        .map(drop)
+        .map_err(refused)
+}
+
+/// A panic's message, for the error that replaces it.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
+}
+
 /// The running engine of one client.
 #[derive(Debug)]
 pub(crate) struct Engine {
     settings: Settings,
-    files: FileWorkers,
+    /// The file workers, or why they could not start (every local read then fails so).
+    files: Result<FileWorkers>,
     /// Started on the first remote read.
     remote: OnceLock<Result<Remote>>,
 }
@@ -105,7 +131,10 @@ impl Engine {
                 local.push(w);
             }
         }
-        self.files.submit(batch, local);
+        match &self.files {
+            Ok(files) => files.submit(batch, local),
+            Err(e) => failed.extend(local.into_iter().map(|w| (w, e.clone()))),
+        }
         if !remote.is_empty() {
             match self.remote() {
                 Ok(r) => r.submit(batch, remote),

@@ -10,6 +10,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::Instant;
 
 use tokio::sync::Notify;
@@ -175,18 +176,30 @@ impl Remote {
             CREDENTIAL_WORKERS,
             resolver,
             Box::new(move |batch: &Arc<Shared>, w: Work| forward.enqueue(batch, vec![w])),
-        );
-        for i in 0..shares.len() {
-            let inner = Arc::clone(&inner);
+        )?;
+        // Every runtime is built before any loop starts, so a failure is this call's error
+        // rather than a loop that never serves its queue.
+        let runtimes = (0..shares.len())
+            .map(|_| runtime())
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|e| {
+                Error::new(
+                    Status::NoMem,
+                    format!("cannot build an IO loop runtime: {e}"),
+                )
+            })?;
+        // From here on, dropping `remote` (an early return) stops the loops already started.
+        let remote = Remote { inner, credentials };
+        for (i, rt) in runtimes.into_iter().enumerate() {
+            let inner = Arc::clone(&remote.inner);
             let transport = Arc::clone(&transport);
             let settings = settings.clone();
-            let lookups = credentials.lookups();
-            std::thread::Builder::new()
-                .name(format!("karu-io-{i}"))
-                .spawn(move || run_loop(&inner, i, &transport, settings, lookups))
-                .map_err(|e| Error::new(Status::NoMem, format!("cannot start an IO loop: {e}")))?;
+            let lookups = remote.credentials.lookups();
+            super::spawn(format!("karu-io-{i}"), move || {
+                run_loop(&rt, &inner, i, &transport, settings, lookups);
+            })?;
         }
-        Ok(Remote { inner, credentials })
+        Ok(remote)
     }
 
     /// Queues transfers: signed backends through the credential stage, the rest straight
@@ -200,10 +213,10 @@ impl Remote {
     }
 
     /// Runs `job` on the first loop and blocks the caller until it is done.
-    pub(crate) fn run<T, F>(&self, job: F) -> T
+    pub(crate) fn run<T, F>(&self, job: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(Rc<LoopState>) -> Pin<Box<dyn Future<Output = T>>> + Send + 'static,
+        F: FnOnce(Rc<LoopState>) -> Pin<Box<dyn Future<Output = Result<T>>>> + Send + 'static,
     {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.spawn(move |state| {
@@ -211,14 +224,14 @@ impl Remote {
                 let _ = tx.send(job(state).await);
             });
         });
-        rx.recv().expect("an IO loop ran the job")
+        rx.recv().unwrap_or_else(|_| Err(job_lost()))
     }
 
     /// The async twin of [`run`](Remote::run): awaits the job without blocking a thread.
-    pub(crate) async fn run_async<T, F>(&self, job: F) -> T
+    pub(crate) async fn run_async<T, F>(&self, job: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(Rc<LoopState>) -> Pin<Box<dyn Future<Output = T>>> + Send + 'static,
+        F: FnOnce(Rc<LoopState>) -> Pin<Box<dyn Future<Output = Result<T>>>> + Send + 'static,
     {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.spawn(move |state| {
@@ -226,7 +239,7 @@ impl Remote {
                 let _ = tx.send(job(state).await);
             });
         });
-        rx.await.expect("an IO loop ran the job")
+        rx.await.unwrap_or_else(|_| Err(job_lost()))
     }
 
     fn spawn(&self, task: impl FnOnce(Rc<LoopState>) + Send + 'static) {
@@ -236,6 +249,38 @@ impl Remote {
             .unwrap_or_else(|e| e.into_inner())
             .push(Box::new(task));
         slot.wake.notify_one();
+    }
+}
+
+/// A job whose answer never came: it panicked on its loop (tokio ends a panicking task,
+/// dropping its reply).
+fn job_lost() -> Error {
+    Error::new(
+        Status::NoMem,
+        "internal failure: an IO loop job ended without an answer",
+    )
+}
+
+/// A current-thread runtime for one loop.
+fn runtime() -> std::io::Result<LoopRuntime> {
+    #[cfg(test)]
+    super::faults::runtime()?;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map(|rt| LoopRuntime(Some(rt)))
+}
+
+/// A loop's runtime, built on the thread that starts the engine. It is let go without
+/// blocking: when its loop could not start, that thread may be an async task, where a plain
+/// drop of a runtime panics.
+struct LoopRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for LoopRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
     }
 }
 
@@ -250,21 +295,18 @@ impl Drop for Remote {
 }
 
 fn run_loop(
+    rt: &LoopRuntime,
     inner: &Arc<Inner>,
     index: usize,
     transport: &Arc<Transport>,
     settings: Settings,
     lookups: Lookups,
 ) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => panic!("karu: cannot build an IO loop runtime: {e}"),
+    let Some(rt) = &rt.0 else {
+        return;
     };
     let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async {
+    local.block_on(rt, async {
         let state = Rc::new(LoopState {
             client: HttpClient::new(transport),
             settings,
@@ -317,11 +359,12 @@ fn run_loop(
     });
 }
 
-/// Runs one transfer and completes its reads.
+/// Runs one transfer and completes its reads; a panic on the way fails them instead (NOMEM:
+/// in a release build the only panics left to reach here are failed allocations).
 async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
-    if !batch.begin() {
+    let Some(busy) = batch.begin() else {
         return;
-    }
+    };
     let Work {
         locator,
         offset,
@@ -351,11 +394,38 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
             if_match.as_deref(),
             sink,
         );
-        exchange::run(&env, &locator, &access, &mut read).await
+        let exchange = std::pin::pin!(async {
+            #[cfg(test)]
+            super::faults::transfer(&locator);
+            exchange::run(&env, &locator, &access, &mut read).await
+        });
+        caught(exchange).await.unwrap_or_else(|panic| {
+            Err(Error::new(
+                Status::NoMem,
+                format!(
+                    "{}: internal failure: the transfer panicked ({panic})",
+                    locator.display()
+                ),
+            ))
+        })
     };
     done.extend(complete(&locator, parts, result.map(|f| f.end)));
     Counters::add(&batch.counters.transfers_finished, 1);
-    batch.finish(done);
+    busy.finish(done);
+}
+
+/// Awaits `fut`, turning a panic while it is polled into `Err` with the panic's message; the
+/// caller then drops the future and keeps what it had lent it.
+async fn caught<F: Future + Unpin>(mut fut: F) -> std::result::Result<F::Output, String> {
+    std::future::poll_fn(|cx| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Pin::new(&mut fut).poll(cx)))
+        {
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(payload) => Poll::Ready(Err(super::panic_message(&*payload).to_owned())),
+        }
+    })
+    .await
 }
 
 /// Copies object bytes `[at, at + data.len())` into every part they overlap.

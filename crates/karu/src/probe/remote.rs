@@ -30,9 +30,14 @@ impl Handler for SizeProbe {
         (ByteRange::Span { first: 0, last: 0 }, None)
     }
 
-    async fn on_response(&mut self, _: &Env<'_>, url: &str, resp: Response) -> Step<Self::Output> {
+    async fn on_response(
+        &mut self,
+        env: &Env<'_>,
+        url: &str,
+        resp: Response,
+    ) -> Step<Self::Output> {
         if !judged_by_probe(resp.status) {
-            return exchange::error_step(url, resp, false).await;
+            return exchange::error_step(env, url, resp, false).await;
         }
         // Two bytes are enough to tell a one-byte body from a longer one.
         let (status, headers) = (resp.status, resp.headers);
@@ -68,9 +73,9 @@ impl Handler for SuffixProbe {
         (ByteRange::Suffix(self.want), None)
     }
 
-    async fn on_response(&mut self, _: &Env<'_>, url: &str, resp: Response) -> Step<Tail> {
+    async fn on_response(&mut self, env: &Env<'_>, url: &str, resp: Response) -> Step<Tail> {
         if !judged_by_probe(resp.status) {
-            return exchange::error_step(url, resp, false).await;
+            return exchange::error_step(env, url, resp, false).await;
         }
         let (status, headers): (u16, HeaderMap) = (resp.status, resp.headers);
         // One byte past `want` tells a too-long 200 without reading all of it.

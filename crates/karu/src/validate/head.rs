@@ -2,7 +2,7 @@
 //! (spec 5.4) before a single body byte is copied.
 
 use http::HeaderMap;
-use http::header::CONTENT_RANGE;
+use http::header::{CONTENT_RANGE, CONTENT_TYPE, ETAG};
 
 use super::content_range::{self, ContentRange};
 use super::{Field, content_length, etag, fail, field, shown, transformed};
@@ -56,18 +56,21 @@ pub(crate) enum Head {
     },
     /// A final failure: no retry.
     Fail(Error),
-    /// The response's strong ETag contradicts Karu's own resume tag: drop the kept prefix and
-    /// the tag, then restart (see [`Failure::version_changed`](super::Failure::version_changed)).
+    /// The response does not prove Karu's own resume tag (its strong ETag differs, or a 206
+    /// has no strong ETag at all): drop the kept prefix and the tag, then restart (see
+    /// [`Failure::version_changed`](super::Failure::version_changed)).
     VersionChanged,
-    /// The response's strong ETag contradicts the caller's `if_match`, which the server
-    /// ignored: a final PRECONDITION failure.
+    /// The response does not prove the caller's `if_match` (a different strong ETag, or none):
+    /// a final PRECONDITION failure.
     Precondition(Error),
 }
 
 /// Checks the status and headers of a batch transfer's response against `expect` (spec 5.4).
 ///
 /// Order: non-2xx statuses first (416 is RANGE "HTTP 416"; others need their body), then for
-/// any 2xx a transformed encoding, then the ETag pin, then the status-specific rules: 206
+/// any 2xx a transformed encoding, then the ETag pin (a single strong pin must be proven by the
+/// same strong ETag: bytes of two versions are never joined, and a caller's pin is never
+/// answered with bytes of an unknown version), then the status-specific rules: 206
 /// needs a Content-Range that satisfies the request, 200 means the server ignored `Range`,
 /// any other 2xx is refused.
 pub(crate) fn check_head(expect: &Expect, status: u16, headers: &HeaderMap) -> Head {
@@ -82,22 +85,45 @@ pub(crate) fn check_head(expect: &Expect, status: u16, headers: &HeaderMap) -> H
         return Head::Fail(error);
     }
     let etag = etag::strong(headers);
-    if let (Some(pin), Some(tag)) = (expect.pin, &etag)
-        && etag::is_single_strong(pin)
-        && pin.trim() != tag
-    {
-        return if expect.pin_is_callers {
-            Head::Precondition(fail(
-                Status::Precondition,
-                url,
-                format_args!(
-                    "the server ignored If-Match and sent ETag {tag}, so the object no longer \
-                     matches if_match"
-                ),
-            ))
-        } else {
-            Head::VersionChanged
-        };
+    if let Some(pin) = expect.pin.filter(|p| etag::is_single_strong(p)) {
+        let pin = pin.trim();
+        match &etag {
+            Some(tag) if tag == pin => {}
+            Some(tag) => {
+                return if expect.pin_is_callers {
+                    Head::Precondition(fail(
+                        Status::Precondition,
+                        url,
+                        format_args!(
+                            "the server ignored If-Match and sent ETag {tag}, so the object no \
+                             longer matches if_match"
+                        ),
+                    ))
+                } else {
+                    Head::VersionChanged
+                };
+            }
+            // A whole body to a resume restarts the read from its own bytes: nothing of the
+            // pinned version is kept, so nothing needs proving.
+            None if status == 200 && !expect.pin_is_callers => {}
+            // No strong ETag (none, weak, or unreadable): the bytes may be any version, so
+            // they are never spliced onto a kept prefix nor returned for a caller's pin.
+            None => {
+                return if expect.pin_is_callers {
+                    Head::Precondition(fail(
+                        Status::Precondition,
+                        url,
+                        format_args!(
+                            "the server answered If-Match {pin} without a strong ETag ({}), so \
+                             the bytes may not be the version if_match names",
+                            unproven(headers)
+                        ),
+                    ))
+                } else {
+                    Head::VersionChanged
+                };
+            }
+        }
     }
     match status {
         206 => partial(expect, headers, etag),
@@ -110,12 +136,34 @@ pub(crate) fn check_head(expect: &Expect, status: u16, headers: &HeaderMap) -> H
     }
 }
 
+/// How a response's ETag fails to prove a version, for messages.
+fn unproven(headers: &HeaderMap) -> String {
+    if headers.contains_key(ETAG) {
+        format!("ETag {}", shown(headers, &ETAG))
+    } else {
+        "no ETag".to_owned()
+    }
+}
+
 /// A 206: the Content-Range must start at `start`, stop no later than `end`, and either reach
 /// `end` or the last byte of the object.
 fn partial(expect: &Expect, headers: &HeaderMap, etag: Option<String>) -> Head {
     let Expect {
         url, start, end, ..
     } = *expect;
+    if is_multipart(headers) {
+        // Its body is boundaries and part headers around the bytes, whatever the top-level
+        // Content-Range says: never object bytes from its first byte.
+        return Head::Fail(fail(
+            Status::Http,
+            url,
+            format_args!(
+                "a multipart/byteranges answer to the single range [{start}, {end}] \
+                 (Content-Type {:?})",
+                shown(headers, &CONTENT_TYPE)
+            ),
+        ));
+    }
     let range = match field(headers, &CONTENT_RANGE) {
         Field::Missing => {
             return Head::Fail(fail(
@@ -170,6 +218,20 @@ fn partial(expect: &Expect, headers: &HeaderMap, etag: Option<String>) -> Head {
         etag,
         restarted: false,
     }
+}
+
+/// Whether any `Content-Type` of a response names `multipart/byteranges` (parameters aside).
+fn is_multipart(headers: &HeaderMap) -> bool {
+    headers.get_all(CONTENT_TYPE).iter().any(|v| {
+        let media = v
+            .as_bytes()
+            .split(|&b| b == b';')
+            .next()
+            .unwrap_or_default();
+        media
+            .trim_ascii()
+            .eq_ignore_ascii_case(b"multipart/byteranges")
+    })
 }
 
 /// Whether a Content-Range answers a request for `[start, end]`.
@@ -338,6 +400,44 @@ mod tests {
             Status::Http,
             "Content-Length 99 does not match Content-Range [100, 199]",
         );
+    }
+
+    #[test]
+    fn multipart_answers_are_refused_whatever_their_content_range() {
+        let e = expect(100, 199);
+        for ct in [
+            "multipart/byteranges; boundary=x",
+            "Multipart/ByteRanges",
+            " multipart/byteranges ;boundary=\"a;b\"",
+        ] {
+            let h = map(&[
+                ("content-range", "bytes 100-199/1000"),
+                ("content-type", ct),
+            ]);
+            failed(
+                check_head(&e, 206, &h),
+                Status::Http,
+                &format!(
+                    "a multipart/byteranges answer to the single range [100, 199] \
+                     (Content-Type {ct:?})"
+                ),
+            );
+        }
+        for ct in [
+            "application/octet-stream",
+            "multipart/mixed",
+            "text/multipart/byteranges",
+        ] {
+            let h = map(&[
+                ("content-range", "bytes 100-199/1000"),
+                ("content-type", ct),
+            ]);
+            assert_eq!(
+                check_head(&e, 206, &h),
+                body(0, 100, 100, Some(1000)),
+                "{ct}"
+            );
+        }
     }
 
     #[test]
@@ -580,8 +680,49 @@ mod tests {
             Head::VersionChanged
         );
 
-        // Nothing contradicts: matching tag, weak or missing tag, or a pin that is not one
-        // strong tag.
+        // An answer without a strong ETag does not prove a pin: a caller's pin fails, a
+        // resume restarts. Only a whole body to a resume is taken, as a restart.
+        for tag in [None, Some("W/\"v1\""), Some("v1")] {
+            let mut h = map(&[("content-range", "bytes 0-9/100")]);
+            if let Some(t) = tag {
+                h.insert("etag", HeaderValue::from_str(t).unwrap());
+            }
+            let shown = tag.map_or("no ETag".to_owned(), |t| format!("ETag {t}"));
+            for status in [200, 206] {
+                match check_head(&caller, status, &h) {
+                    Head::Precondition(e) => assert_eq!(
+                        e.message(),
+                        format!(
+                            "{URL}: the server answered If-Match \"v1\" without a strong ETag \
+                             ({shown}), so the bytes may not be the version if_match names"
+                        )
+                    ),
+                    other => panic!("{other:?}"),
+                }
+            }
+            assert_eq!(check_head(&own, 206, &h), Head::VersionChanged, "{tag:?}");
+            let resumed = Expect {
+                original_start: 0,
+                ..own
+            };
+            assert!(matches!(
+                check_head(
+                    &Expect {
+                        start: 5,
+                        ..resumed
+                    },
+                    200,
+                    &h
+                ),
+                Head::Body {
+                    restarted: true,
+                    etag: None,
+                    ..
+                }
+            ));
+        }
+
+        // Nothing contradicts: a matching tag, or a pin that is not one strong tag.
         let keep = |pin: &'static str, etag: Option<&str>| {
             let mut h = map(&[("content-range", "bytes 0-9/100")]);
             if let Some(t) = etag {
@@ -597,8 +738,7 @@ mod tests {
             );
         };
         keep("\"v2\"", Some("\"v2\""));
-        keep("\"v1\"", Some("W/\"v2\""));
-        keep("\"v1\"", None);
+        keep("*", None);
         keep("*", Some("\"v2\""));
         keep("\"v1\", \"v3\"", Some("\"v2\""));
     }
