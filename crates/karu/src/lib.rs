@@ -30,6 +30,9 @@ mod credentials;
 mod download;
 mod engine;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod locator;
 pub mod plan;
 mod probe;
