@@ -30,7 +30,12 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(l.is_remote(), l.backend().is_remote());
     let _ = l.display();
     let _ = encode_key(l.key());
-    // The identity names the object; parsed again it names the same one.
+    // The identity names the object; parsed again it names the same one. Not when it holds
+    // a `#`: its last `#bytes=` would be read as a window (spec 4: only the last `#` counts),
+    // so such a name is reachable only with a window of its own.
+    if l.identity().contains('#') {
+        return;
+    }
     let again = Locator::parse(l.identity())
         .unwrap_or_else(|e| panic!("{text:?}: identity {:?} fails: {e:?}", l.identity()));
     assert_eq!(again.backend(), l.backend(), "{text:?}");
