@@ -4,7 +4,8 @@
 #   scripts/fuzz.sh TARGET SECONDS   fuzz one target for SECONDS (wall time)
 #   scripts/fuzz.sh all SECONDS      fuzz every target in turn, SECONDS each
 #   scripts/fuzz.sh build            build every target (once; runs reuse the build)
-#   scripts/fuzz.sh cmin TARGET      minimise TARGET's corpus in place
+#   scripts/fuzz.sh cmin TARGET      minimise TARGET's corpus in place: one input per covered
+#                                    edge (hit counts ignored), which keeps it small
 #   scripts/fuzz.sh list             print the targets
 #
 # * installs cargo-fuzz with `cargo install --locked` into
@@ -71,7 +72,8 @@ run() {
 
 cmin() {
     local target=$1
-    (cd "$ROOT" && cargo fuzz cmin -s none --target-dir "$BUILD" "$target" "fuzz/corpus/$target")
+    (cd "$ROOT" && cargo fuzz cmin -s none --target-dir "$BUILD" "$target" \
+        "fuzz/corpus/$target" -- -use_counters=0)
 }
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d'; }
