@@ -275,3 +275,92 @@ pub(crate) fn subject_token_in(
     }
     Ok(token)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> std::result::Result<String, String> {
+        let adc = json(text, "f.json")?;
+        parse(&adc, "f.json").map(|a| format!("{a:?}"))
+    }
+
+    #[test]
+    fn files_are_read_without_io() {
+        let sa =
+            r#"{"type":"service_account","client_email":"e","private_key":"k","token_uri":"u"}"#;
+        assert_eq!(
+            read(sa).unwrap(),
+            r#"ServiceAccount { email: "e", key: "k", key_id: None, token_uri: Some("u") }"#
+        );
+        let user = r#"{"type":"authorized_user","client_id":"i","refresh_token":""}"#;
+        assert_eq!(
+            read(user).unwrap(),
+            r#"AuthorizedUser { client_id: Some("i"), client_secret: None, refresh_token: None }"#
+        );
+        let adc = json(
+            r#"{"type":"external_account","audience":"a","subject_token_type":"t",
+                "credential_source":{"url":"http://x","headers":{"H":"v","N":1},
+                "format":{"type":"json","subject_token_field_name":"id"}}}"#,
+            "f.json",
+        )
+        .unwrap();
+        let Adc::ExternalAccount(e) = parse(&adc, "f.json").unwrap() else {
+            panic!("not an external account");
+        };
+        assert_eq!(
+            (e.audience, e.token_type, e.json_field),
+            ("a", "t", Some("id"))
+        );
+        assert_eq!(
+            e.source,
+            Source::Url {
+                url: "http://x",
+                headers: vec![("H", "v"), ("N", "")]
+            }
+        );
+    }
+
+    #[test]
+    fn refusals_do_not_quote_the_file() {
+        for (text, want) in [
+            ("{\"private_key\":\"SECRET\"", "'f.json' is not valid JSON"),
+            (
+                r#"{"type":"x","private_key":"SECRET"}"#,
+                "unsupported type 'x'",
+            ),
+            (
+                r#"{"type":"service_account","private_key":"SECRET"}"#,
+                "need client_email",
+            ),
+            (
+                r#"{"type":"external_account","audience":"a"}"#,
+                "need audience",
+            ),
+            (
+                r#"{"type":"external_account","audience":"a","subject_token_type":"t"}"#,
+                "need a file or url source",
+            ),
+        ] {
+            let why = read(text).unwrap_err();
+            assert!(why.contains(want) && !why.contains("SECRET"), "{why}");
+        }
+    }
+
+    #[test]
+    fn subject_tokens_are_trimmed_text_or_a_json_field() {
+        assert_eq!(subject_token_in(" tok \n", None).unwrap(), "tok");
+        assert_eq!(
+            subject_token_in(r#"{"id":" tok "}"#, Some("id")).unwrap(),
+            "tok"
+        );
+        assert_eq!(
+            subject_token_in(r#"{"id":1}"#, Some("id")).unwrap_err(),
+            "the subject token has no field 'id'"
+        );
+        assert_eq!(
+            subject_token_in(" \n", None).unwrap_err(),
+            "the subject token is empty"
+        );
+    }
+}

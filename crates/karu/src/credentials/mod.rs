@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 pub(crate) use cache::CredentialCache;
-// The parsers of untrusted credential input, for the fuzz targets (`crate::fuzzing`).
 pub(crate) use http::CredentialHttp;
+// The parsers of untrusted credential input, for the fuzz targets (`crate::fuzzing`).
 #[cfg(feature = "fuzzing")]
 pub(crate) use {
     aws::sts_elements,
