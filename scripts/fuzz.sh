@@ -9,7 +9,7 @@
 #   scripts/fuzz.sh list             print the targets
 #
 # * installs cargo-fuzz with `cargo install --locked` into
-#   ${KARU_TEST_CACHE:-~/.cache/karu-test}/cargo-fuzz when it is missing (about a minute);
+#   ${KARU_TEST_CACHE:-~/.cache/karu-test}/cargo-fuzz when it is missing (a minute or two);
 # * sets RUSTC_BOOTSTRAP=1: cargo-fuzz passes nightly-only flags, which the stable toolchain
 #   accepts only so;
 # * builds in release mode with debug assertions and overflow checks, without a sanitizer
