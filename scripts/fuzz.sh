@@ -65,7 +65,7 @@ run() {
     local runs files bytes
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out")
     files=$(find "$corpus" -type f | wc -l)
-    bytes=$(du -sb "$corpus" | cut -f1)
+    bytes=$(find "$corpus" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
     rm -f "$out"
     echo "$target: ${runs:-?} executions in $seconds s, corpus $files files ($bytes bytes), 0 crashes"
 }
