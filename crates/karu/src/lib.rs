@@ -31,6 +31,9 @@ mod dest;
 mod download;
 mod engine;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod locator;
 pub mod plan;
 mod probe;

@@ -19,6 +19,9 @@ use std::time::SystemTime;
 use ::http::HeaderMap;
 
 use attempt::Attempt;
+// The connection string parser, for the fuzz targets (`crate::fuzzing`).
+#[cfg(feature = "fuzzing")]
+pub(crate) use azure::connection_string::ConnectionString;
 
 use crate::config::Settings;
 use crate::credentials::Auth;

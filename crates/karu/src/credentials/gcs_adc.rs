@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use http::Method;
 use serde_json::{Value, json};
 
-use super::gcs::{jwt_grant, refresh_grant, scope, token_uri};
+use super::gcs::{jwt_grant, refresh_grant, scope, token_uri as token_uri_option};
 use super::http::{CONNECT_TIMEOUT, Call};
 use super::oauth::{self, non_empty, with_bearer};
 use super::{LoadContext, Resolved, timestamp};
@@ -19,51 +19,158 @@ const ADC_FILE: &str = "application_default_credentials.json";
 /// `token_url`'s default for external accounts: Google's STS.
 const DEFAULT_STS: &str = "https://sts.googleapis.com/v1/token";
 
+/// What an ADC file asks for, read from its JSON before any file or network use.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Adc<'a> {
+    /// A service account key: a signed JWT exchanged at `token_uri`.
+    ServiceAccount {
+        email: &'a str,
+        key: &'a str,
+        key_id: Option<&'a str>,
+        token_uri: Option<&'a str>,
+    },
+    /// A user's refresh token; the options may supply or replace each field.
+    AuthorizedUser {
+        client_id: Option<&'a str>,
+        client_secret: Option<&'a str>,
+        refresh_token: Option<&'a str>,
+    },
+    /// Workload identity federation.
+    ExternalAccount(External<'a>),
+}
+
+/// The fields of an `external_account` file.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct External<'a> {
+    pub(crate) audience: &'a str,
+    pub(crate) token_type: &'a str,
+    pub(crate) token_url: Option<&'a str>,
+    pub(crate) impersonation_url: Option<&'a str>,
+    pub(crate) source: Source<'a>,
+    /// With `format.type` `json`: the field of the source's text that holds the token.
+    pub(crate) json_field: Option<&'a str>,
+}
+
+/// Where an external account's subject token comes from.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Source<'a> {
+    File(&'a str),
+    Url {
+        url: &'a str,
+        /// Header names and values (a value that is not a string is sent empty).
+        headers: Vec<(&'a str, &'a str)>,
+    },
+}
+
+/// The JSON of an ADC file; the error is the message after "<path>: ". `shown` names the
+/// file. The parse error is not shown: it may quote the file's secrets.
+pub(crate) fn json(text: &str, shown: &str) -> std::result::Result<Value, String> {
+    serde_json::from_str(text)
+        .map_err(|_| format!("GOOGLE_APPLICATION_CREDENTIALS file '{shown}' is not valid JSON"))
+}
+
+/// Reads an ADC file's JSON into what it asks for; errors are the message after
+/// "<path>: ".
+pub(crate) fn parse<'a>(adc: &'a Value, shown: &str) -> std::result::Result<Adc<'a>, String> {
+    let field = |name: &str| non_empty(adc, name);
+    match field("type").unwrap_or_default() {
+        "service_account" => {
+            let (Some(email), Some(key)) = (field("client_email"), field("private_key")) else {
+                return Err(format!(
+                    "service_account credentials in '{shown}' need client_email and private_key"
+                ));
+            };
+            Ok(Adc::ServiceAccount {
+                email,
+                key,
+                key_id: field("private_key_id"),
+                token_uri: field("token_uri"),
+            })
+        }
+        "authorized_user" => Ok(Adc::AuthorizedUser {
+            client_id: field("client_id"),
+            client_secret: field("client_secret"),
+            refresh_token: field("refresh_token"),
+        }),
+        "external_account" => {
+            let (Some(audience), Some(token_type)) =
+                (field("audience"), field("subject_token_type"))
+            else {
+                return Err(format!(
+                    "external_account credentials in '{shown}' need audience and \
+                     subject_token_type"
+                ));
+            };
+            let source = &adc["credential_source"];
+            let from = if let Some(file) = non_empty(source, "file") {
+                Source::File(file)
+            } else if let Some(url) = non_empty(source, "url") {
+                let headers = source["headers"].as_object().map_or_else(Vec::new, |h| {
+                    h.iter()
+                        .map(|(name, value)| (name.as_str(), value.as_str().unwrap_or_default()))
+                        .collect()
+                });
+                Source::Url { url, headers }
+            } else {
+                return Err(format!(
+                    "external_account credentials in '{shown}' need a file or url source"
+                ));
+            };
+            let format = &source["format"];
+            Ok(Adc::ExternalAccount(External {
+                audience,
+                token_type,
+                token_url: field("token_url"),
+                impersonation_url: field("service_account_impersonation_url"),
+                source: from,
+                json_field: (format["type"] == "json")
+                    .then(|| non_empty(format, "subject_token_field_name").unwrap_or_default()),
+            }))
+        }
+        other => Err(format!(
+            "GOOGLE_APPLICATION_CREDENTIALS has unsupported type '{other}'"
+        )),
+    }
+}
+
 /// Credentials from the ADC file, `Ok(None)` when there is none.
 pub(super) fn load(ctx: &LoadContext) -> Result<Option<Resolved>> {
     let Some(path) = locate(ctx) else {
         return Ok(None);
     };
-    let shown = path.display();
+    let shown = path.display().to_string();
     let text = ctx.read_file("GOOGLE_APPLICATION_CREDENTIALS file", &path)?;
-    // The parse error is not shown: it may quote the file's secrets.
-    let adc: Value = serde_json::from_str(&text).map_err(|_| {
-        ctx.failure(format_args!(
-            "GOOGLE_APPLICATION_CREDENTIALS file '{shown}' is not valid JSON"
-        ))
-    })?;
-    let field = |name: &str| non_empty(&adc, name);
-    match field("type").unwrap_or_default() {
-        "service_account" => {
-            let (Some(email), Some(key)) = (field("client_email"), field("private_key")) else {
-                return Err(ctx.failure(format_args!(
-                    "service_account credentials in '{shown}' need client_email and \
-                         private_key"
-                )));
-            };
-            let url = field("token_uri").map_or_else(|| token_uri(ctx), str::to_owned);
+    let adc = json(&text, &shown).map_err(|why| ctx.failure(why))?;
+    match parse(&adc, &shown).map_err(|why| ctx.failure(why))? {
+        Adc::ServiceAccount {
+            email,
+            key,
+            key_id,
+            token_uri,
+        } => {
+            let url = token_uri.map_or_else(|| token_uri_option(ctx), str::to_owned);
             let what = format!("private key of '{shown}'");
-            jwt_grant(ctx, &what, key, field("private_key_id"), email, &url).map(Some)
+            jwt_grant(ctx, &what, key, key_id, email, &url).map(Some)
         }
-        "authorized_user" => {
+        Adc::AuthorizedUser {
+            client_id,
+            client_secret,
+            refresh_token,
+        } => {
             // The options win over the file's fields.
-            let pick = |option: &str, name: &str| ctx.option(option).or_else(|| field(name));
             let (Some(id), Some(secret), Some(refresh)) = (
-                pick("GCS_CLIENT_ID", "client_id"),
-                pick("GCS_CLIENT_SECRET", "client_secret"),
-                pick("GCS_REFRESH_TOKEN", "refresh_token"),
+                ctx.option("GCS_CLIENT_ID").or(client_id),
+                ctx.option("GCS_CLIENT_SECRET").or(client_secret),
+                ctx.option("GCS_REFRESH_TOKEN").or(refresh_token),
             ) else {
                 return Err(ctx.failure(format_args!(
                     "authorized_user credentials in '{shown}' need client_id, \
                          client_secret and refresh_token"
                 )));
             };
-            refresh_grant(ctx, &token_uri(ctx), id, secret, refresh).map(Some)
+            refresh_grant(ctx, &token_uri_option(ctx), id, secret, refresh).map(Some)
         }
-        "external_account" => external_account(ctx, &adc, &shown.to_string()).map(Some),
-        other => Err(ctx.failure(format_args!(
-            "GOOGLE_APPLICATION_CREDENTIALS has unsupported type '{other}'"
-        ))),
+        Adc::ExternalAccount(external) => external_account(ctx, &external).map(Some),
     }
 }
 
@@ -84,36 +191,29 @@ fn locate(ctx: &LoadContext) -> Option<PathBuf> {
 
 /// Workload identity federation: a subject token from a file or a URL, exchanged at the STS,
 /// then optionally traded for a service account's token.
-fn external_account(ctx: &LoadContext, adc: &Value, shown: &str) -> Result<Resolved> {
-    let field = |name: &str| non_empty(adc, name);
-    let (Some(audience), Some(token_type)) = (field("audience"), field("subject_token_type"))
-    else {
-        return Err(ctx.failure(format_args!(
-            "external_account credentials in '{shown}' need audience and subject_token_type"
-        )));
-    };
-    let subject = subject_token(ctx, &adc["credential_source"], shown)?;
+fn external_account(ctx: &LoadContext, external: &External) -> Result<Resolved> {
+    let subject = subject_token(ctx, external)?;
     let scope = scope(ctx);
     let answer = oauth::post_form(
         ctx,
-        field("token_url").unwrap_or(DEFAULT_STS),
+        external.token_url.unwrap_or(DEFAULT_STS),
         &[
             (
                 "grant_type",
                 "urn:ietf:params:oauth:grant-type:token-exchange",
             ),
-            ("audience", audience),
+            ("audience", external.audience),
             (
                 "requested_token_type",
                 "urn:ietf:params:oauth:token-type:access_token",
             ),
             ("scope", scope),
-            ("subject_token_type", token_type),
+            ("subject_token_type", external.token_type),
             ("subject_token", &subject),
         ],
     )?;
     let federated = oauth::bearer(ctx, &answer)?;
-    let Some(url) = field("service_account_impersonation_url") else {
+    let Some(url) = external.impersonation_url else {
         return Ok(federated);
     };
     let scopes: Vec<&str> = scope.split_whitespace().collect();
@@ -133,41 +233,134 @@ fn external_account(ctx: &LoadContext, adc: &Value, shown: &str) -> Result<Resol
     Ok(with_bearer(token, expires_at))
 }
 
-/// The subject token named by `credential_source`: the trimmed contents of its `file` or the
-/// answer of its `url` (with its `headers`), or with `format.type` `json` the string field
-/// `format.subject_token_field_name` of that text.
-fn subject_token(ctx: &LoadContext, source: &Value, shown: &str) -> Result<String> {
-    let text = if let Some(file) = non_empty(source, "file") {
-        let path = ctx.settings.expand_home(file);
-        ctx.read_file("the subject token file", &path)?
-    } else if let Some(url) = non_empty(source, "url") {
-        let mut call = Call::new(Method::GET, url);
-        if let Some(headers) = source["headers"].as_object() {
-            for (name, value) in headers {
-                call = call.header(name, value.as_str().unwrap_or_default());
-            }
+/// The subject token an external account names: the trimmed contents of its file or the
+/// answer of its URL (with its headers).
+fn subject_token(ctx: &LoadContext, external: &External) -> Result<String> {
+    let text = match &external.source {
+        Source::File(file) => {
+            let path = ctx.settings.expand_home(file);
+            ctx.read_file("the subject token file", &path)?
         }
-        let answer = oauth::send(ctx, call, CONNECT_TIMEOUT)?;
-        oauth::success(ctx, &answer)?;
-        String::from_utf8_lossy(&answer.body).into_owned()
-    } else {
-        return Err(ctx.failure(format_args!(
-            "external_account credentials in '{shown}' need a file or url source"
-        )));
+        Source::Url { url, headers } => {
+            let mut call = Call::new(Method::GET, *url);
+            for &(name, value) in headers {
+                call = call.header(name, value);
+            }
+            let answer = oauth::send(ctx, call, CONNECT_TIMEOUT)?;
+            oauth::success(ctx, &answer)?;
+            String::from_utf8_lossy(&answer.body).into_owned()
+        }
     };
-    let format = &source["format"];
-    let token = if format["type"] == "json" {
-        let name = non_empty(format, "subject_token_field_name").unwrap_or_default();
-        let parsed: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        non_empty(&parsed, name)
-            .ok_or_else(|| ctx.failure(format_args!("the subject token has no field '{name}'")))?
-            .trim()
-            .to_owned()
-    } else {
-        text.trim().to_owned()
+    subject_token_in(&text, external.json_field).map_err(|why| ctx.failure(why))
+}
+
+/// The token in a subject token source's text: the trimmed text, or with `json_field` that
+/// string field of the text's JSON, trimmed. Errors are the message after "<path>: ".
+pub(crate) fn subject_token_in(
+    text: &str,
+    json_field: Option<&str>,
+) -> std::result::Result<String, String> {
+    let token = match json_field {
+        Some(name) => {
+            let parsed: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+            non_empty(&parsed, name)
+                .ok_or_else(|| format!("the subject token has no field '{name}'"))?
+                .trim()
+                .to_owned()
+        }
+        None => text.trim().to_owned(),
     };
     if token.is_empty() {
-        return Err(ctx.failure("the subject token is empty"));
+        return Err("the subject token is empty".to_owned());
     }
     Ok(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> std::result::Result<String, String> {
+        let adc = json(text, "f.json")?;
+        parse(&adc, "f.json").map(|a| format!("{a:?}"))
+    }
+
+    #[test]
+    fn files_are_read_without_io() {
+        let sa =
+            r#"{"type":"service_account","client_email":"e","private_key":"k","token_uri":"u"}"#;
+        assert_eq!(
+            read(sa).unwrap(),
+            r#"ServiceAccount { email: "e", key: "k", key_id: None, token_uri: Some("u") }"#
+        );
+        let user = r#"{"type":"authorized_user","client_id":"i","refresh_token":""}"#;
+        assert_eq!(
+            read(user).unwrap(),
+            r#"AuthorizedUser { client_id: Some("i"), client_secret: None, refresh_token: None }"#
+        );
+        let adc = json(
+            r#"{"type":"external_account","audience":"a","subject_token_type":"t",
+                "credential_source":{"url":"http://x","headers":{"H":"v","N":1},
+                "format":{"type":"json","subject_token_field_name":"id"}}}"#,
+            "f.json",
+        )
+        .unwrap();
+        let Adc::ExternalAccount(e) = parse(&adc, "f.json").unwrap() else {
+            panic!("not an external account");
+        };
+        assert_eq!(
+            (e.audience, e.token_type, e.json_field),
+            ("a", "t", Some("id"))
+        );
+        assert_eq!(
+            e.source,
+            Source::Url {
+                url: "http://x",
+                headers: vec![("H", "v"), ("N", "")]
+            }
+        );
+    }
+
+    #[test]
+    fn refusals_do_not_quote_the_file() {
+        for (text, want) in [
+            ("{\"private_key\":\"SECRET\"", "'f.json' is not valid JSON"),
+            (
+                r#"{"type":"x","private_key":"SECRET"}"#,
+                "unsupported type 'x'",
+            ),
+            (
+                r#"{"type":"service_account","private_key":"SECRET"}"#,
+                "need client_email",
+            ),
+            (
+                r#"{"type":"external_account","audience":"a"}"#,
+                "need audience",
+            ),
+            (
+                r#"{"type":"external_account","audience":"a","subject_token_type":"t"}"#,
+                "need a file or url source",
+            ),
+        ] {
+            let why = read(text).unwrap_err();
+            assert!(why.contains(want) && !why.contains("SECRET"), "{why}");
+        }
+    }
+
+    #[test]
+    fn subject_tokens_are_trimmed_text_or_a_json_field() {
+        assert_eq!(subject_token_in(" tok \n", None).unwrap(), "tok");
+        assert_eq!(
+            subject_token_in(r#"{"id":" tok "}"#, Some("id")).unwrap(),
+            "tok"
+        );
+        assert_eq!(
+            subject_token_in(r#"{"id":1}"#, Some("id")).unwrap_err(),
+            "the subject token has no field 'id'"
+        );
+        assert_eq!(
+            subject_token_in(" \n", None).unwrap_err(),
+            "the subject token is empty"
+        );
+    }
 }

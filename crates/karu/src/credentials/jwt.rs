@@ -12,13 +12,13 @@ use serde_json::{Value, json};
 const LIFETIME_SECS: u64 = 3600;
 
 /// An RSA private key that signs assertions.
-pub(super) struct SigningKey(RsaKeyPair);
+pub(crate) struct SigningKey(RsaKeyPair);
 
 impl SigningKey {
     /// Parses a PEM RSA key (PKCS#8 `PRIVATE KEY` or PKCS#1 `RSA PRIVATE KEY`). Literal `\n`
     /// sequences (as JSON-escaped keys pasted into options often have) become newlines and CR
     /// characters are dropped first. The error never shows the key.
-    pub(super) fn from_pem(pem: &str) -> Result<SigningKey, &'static str> {
+    pub(crate) fn from_pem(pem: &str) -> Result<SigningKey, &'static str> {
         let pem = pem.replace("\\n", "\n").replace('\r', "");
         const NOT_RSA: &str = "is not a PEM RSA private key";
         let key = match PrivateKeyDer::from_pem_slice(pem.as_bytes()).map_err(|_| NOT_RSA)? {

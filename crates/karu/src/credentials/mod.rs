@@ -26,6 +26,15 @@ use std::time::{Instant, SystemTime};
 
 pub(crate) use cache::CredentialCache;
 pub(crate) use http::CredentialHttp;
+// The parsers of untrusted credential input, for the fuzz targets (`crate::fuzzing`).
+#[cfg(feature = "fuzzing")]
+pub(crate) use {
+    aws::sts_elements,
+    gcs_adc::{Adc, json as adc_json, parse as parse_adc, subject_token_in},
+    jwt::SigningKey,
+    process::parse as parse_process_output,
+    profile::parse as parse_profile,
+};
 
 use crate::config::{Credentials, CredentialsKind, Settings};
 use crate::error::{Error, Result, Status};

@@ -43,23 +43,24 @@ pub(super) fn credentials(ctx: &LoadContext, label: &str, command: &str) -> Resu
             ));
         }
     };
-    // The output holds secrets: no message quotes it.
-    let json: Value = serde_json::from_slice(&output)
-        .map_err(|_| fail(Status::Credentials, "response is not valid JSON"))?;
+    parse(&output).map_err(|what| fail(Status::Credentials, what))
+}
+
+/// The credentials in a helper's output (version 1 JSON), or what is wrong with it, for
+/// "<label> credential_process <what>". The output holds secrets: no message quotes it.
+pub(crate) fn parse(output: &[u8]) -> std::result::Result<Credentials, &'static str> {
+    let json: Value = serde_json::from_slice(output).map_err(|_| "response is not valid JSON")?;
     let field = |name: &str| {
         json.get(name)
             .and_then(Value::as_str)
             .filter(|v| !v.is_empty())
     };
     let (Some(id), Some(secret)) = (field("AccessKeyId"), field("SecretAccessKey")) else {
-        return Err(fail(Status::Credentials, "response is incomplete"));
+        return Err("response is incomplete");
     };
     let expires_at = match field("Expiration") {
         None => None,
-        Some(text) => Some(
-            timestamp::parse(text)
-                .ok_or_else(|| fail(Status::Credentials, "response has an invalid Expiration"))?,
-        ),
+        Some(text) => Some(timestamp::parse(text).ok_or("response has an invalid Expiration")?),
     };
     Ok(Credentials {
         access_key_id: id.to_owned(),

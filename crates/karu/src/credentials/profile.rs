@@ -141,7 +141,7 @@ pub(super) fn credentials(
 }
 
 /// Sections of one INI file: section name → key → value.
-type Sections = BTreeMap<String, BTreeMap<String, String>>;
+pub(crate) type Sections = BTreeMap<String, BTreeMap<String, String>>;
 
 /// Reads and parses the file named by `option`, or the default `~/.aws/<default_name>`
 /// with discovery. `None` when there is no file to read.
@@ -191,7 +191,7 @@ fn read_file(
 /// lower-cased, whole-line `#` and `;` comments. Indented lines under a key with an empty
 /// value are that key's nested settings (such as `s3 =`) and are skipped. A section given
 /// twice is merged, later values winning.
-fn parse(text: &str) -> Sections {
+pub(crate) fn parse(text: &str) -> Sections {
     let mut sections = Sections::new();
     let mut current: Option<String> = None;
     let mut nested = false;

@@ -4,28 +4,28 @@
 
 /// The honored parts of a connection string; absent keys are empty.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct ConnectionString {
+pub(crate) struct ConnectionString {
     /// `AccountName`.
-    pub(super) account: String,
+    pub(crate) account: String,
     /// `AccountKey` (base64).
-    pub(super) key: String,
+    pub(crate) key: String,
     /// `SharedAccessSignature`.
-    pub(super) sas: String,
+    pub(crate) sas: String,
     /// `BlobEndpoint`.
-    pub(super) blob_endpoint: String,
+    pub(crate) blob_endpoint: String,
     /// `DfsEndpoint`.
-    pub(super) dfs_endpoint: String,
+    pub(crate) dfs_endpoint: String,
     /// `EndpointSuffix`.
-    pub(super) suffix: String,
+    pub(crate) suffix: String,
     /// `DefaultEndpointsProtocol`.
-    pub(super) protocol: String,
+    pub(crate) protocol: String,
 }
 
 impl ConnectionString {
     /// Parses `text`. Errors say what is wrong without echoing values (they hold secrets).
     /// Empty segments (a trailing `;`) are allowed; a segment without `=`, with an empty key,
     /// or a key given twice is malformed.
-    pub(super) fn parse(text: &str) -> Result<ConnectionString, String> {
+    pub(crate) fn parse(text: &str) -> Result<ConnectionString, String> {
         let mut out = ConnectionString::default();
         let mut seen: Vec<String> = Vec::new();
         for (i, segment) in text.split(';').enumerate() {

@@ -4,7 +4,7 @@
 //! request carries `x-ms-version`, anonymous and SAS ones too: without it Azure answers as
 //! version 2009-09-19, whose unquoted ETags `stat` would discard.
 
-mod connection_string;
+pub(super) mod connection_string;
 mod shared_key;
 
 use super::Prepared;

@@ -6,6 +6,9 @@ mod container;
 mod imds;
 mod web_identity;
 
+#[cfg(feature = "fuzzing")]
+pub(crate) use web_identity::elements as sts_elements;
+
 use url::Url;
 
 use super::keys::{KeyOptions, option_keys};

@@ -109,7 +109,7 @@ fn shown_code(code: Option<&str>) -> String {
 
 /// The text of the first element with each of `names` (local names, any namespace), with
 /// entities resolved. Malformed XML yields what was read before the error.
-fn elements(body: &[u8], names: &[&str]) -> HashMap<String, String> {
+pub(crate) fn elements(body: &[u8], names: &[&str]) -> HashMap<String, String> {
     let mut found = HashMap::new();
     let mut reader = quick_xml::Reader::from_reader(body);
     let mut current: Option<(String, String)> = None;
