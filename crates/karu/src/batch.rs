@@ -355,8 +355,21 @@ impl Shared {
         self.cancel_wakers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Ready once no worker holds the batch; registers the waker otherwise (a worker letting
+    /// go wakes it). Lets an async caller wait for workers without blocking a thread.
+    pub(crate) fn poll_idle(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut st = self.lock();
+        if st.busy == 0 {
+            return Poll::Ready(());
+        }
+        if !st.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            st.wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
     /// Cancels the batch; with raw destinations, waits until no worker holds them.
-    fn cancel(&self) {
+    pub(crate) fn cancel(&self) {
         let mut st = self.lock();
         self.cancelled.store(true, Ordering::Release);
         // Wake remote work first: it holds `busy` until it notices the cancellation. A

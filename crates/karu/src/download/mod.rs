@@ -482,6 +482,7 @@ impl Job<'_, '_> {
 
         let (mut temp, done, mut sidecar) = self.prepare(&layout, etag.as_deref())?;
         let resumable = sidecar.is_some();
+        let mut in_flight = Vec::new();
         let outcome = self
             .fill(
                 &mut temp,
@@ -493,8 +494,10 @@ impl Job<'_, '_> {
                 &ticker,
                 &mut budget,
                 &mut result,
+                &mut in_flight,
             )
             .await;
+        settle(in_flight).await;
         drop(sidecar);
         if let Err(e) = outcome {
             // A changed object leaves nothing worth resuming.
@@ -635,6 +638,7 @@ impl Job<'_, '_> {
         ticker: &Ticker,
         budget: &mut Budget,
         result: &mut DownloadResult,
+        in_flight: &mut Vec<InFlight>,
     ) -> Result<()> {
         let dest = self.dest;
         let write_err = |e| io_error(dest, "cannot write temporary output", e);
@@ -650,7 +654,6 @@ impl Job<'_, '_> {
 
         let mut queue: VecDeque<u64> = (0..layout.count()).filter(|i| !done.contains(i)).collect();
         let mut window = Window::new(self.options.parallelism);
-        let mut in_flight: Vec<InFlight> = Vec::new();
         let mut buffers: Vec<Vec<u8>> = Vec::new();
         // No submission before this: a `Retry-After`, or a pause while nothing is served.
         let mut hold: Option<Instant> = None;
@@ -677,7 +680,7 @@ impl Job<'_, '_> {
                     batch,
                 });
             }
-            let Some((at, completion)) = next_or_tick(&in_flight, ticker).await else {
+            let Some((at, completion)) = next_or_tick(in_flight, ticker).await else {
                 budget.check_time(dest, reported, layout.size)?;
                 let live: u64 = in_flight
                     .iter()
@@ -800,6 +803,23 @@ impl Budget {
             ),
         ))
     }
+}
+
+/// Cancels the chunks still in flight and waits until no worker holds them, so a download
+/// that stops (failure, deadline, cancellation) returns only once its requests are over.
+async fn settle(in_flight: Vec<InFlight>) {
+    for f in &in_flight {
+        f.batch.shared.cancel();
+    }
+    poll_fn(|cx| {
+        for f in &in_flight {
+            if f.batch.shared.poll_idle(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+        Poll::Ready(())
+    })
+    .await
 }
 
 /// The first completion of any chunk in flight with the chunk's position, or `None` on a
