@@ -65,6 +65,7 @@
 //! | `gzip` | normal status and `Content-Range`, plus `Content-Encoding: gzip`; the body is the gzip of the range's bytes, or with `raw=1` the plain bytes | `raw=1` |
 //! | `warning-214` | normal semantics plus `Warning: 214 - "Transformation Applied"` | |
 //! | `short-object` | normal semantics (a range passing the end gets `bytes F-(T-1)/T`, the object ending inside the request); with `star=1` the total is sent as `*` | `star=1` |
+//! | `chaos` | each request served by a fault route drawn from a seeded sequence ([`chaos`]) | `seed`, `per_mille`, `kinds` |
 //!
 //! Counters for `status` and `etag-change` are kept per route and name (the path without the
 //! query), so a test that says "fail twice then succeed" uses a fresh name or calls
@@ -99,6 +100,8 @@ use tokio::sync::mpsc;
 use crate::background::Background;
 use crate::content;
 
+pub mod chaos;
+
 /// The strong ETag (with its quotes) of object `name` of `size` bytes at `version`.
 pub fn etag(name: &str, size: u64, version: u64) -> String {
     format!("\"{:016x}-{size:x}-{version}\"", content::seed(name))
@@ -125,7 +128,7 @@ pub struct Logged {
     pub method: String,
     /// Request target as sent: path and query.
     pub target: String,
-    /// The fault segment of the path (e.g. `ok`, `truncate`).
+    /// The fault segment of the path (e.g. `ok`, `truncate`); for `chaos`, the route drawn.
     pub fault: String,
     /// The object name (percent-decoded).
     pub name: String,
@@ -163,6 +166,7 @@ struct State {
 
 struct Shared {
     state: Mutex<State>,
+    chaos: chaos::Chaos,
     next_conn: AtomicU64,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
@@ -198,6 +202,7 @@ impl RangeServer {
         let alt_addr = secondary.local_addr().expect("local_addr");
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
+            chaos: chaos::Chaos::default(),
             next_conn: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
@@ -789,6 +794,26 @@ async fn handle(shared: Arc<Shared>, conn: Conn, req: Request<Incoming>) -> Resp
             .map(|(_, v)| v.clone()),
         headers,
         status: 0,
+    };
+    // The chaos route serves each request as the fault route it draws.
+    let (fault, query_raw) = if fault == chaos::ROUTE {
+        match shared
+            .chaos
+            .rewrite(&shared, &name, &query_raw, logged.range.as_deref())
+        {
+            Ok((route, query)) => {
+                logged.fault = route.to_string();
+                (logged.fault.clone(), query)
+            }
+            Err(e) => {
+                let resp = simple(400, e, guard);
+                logged.status = 400;
+                shared.state().log.push(logged);
+                return resp;
+            }
+        }
+    } else {
+        (fault, query_raw)
     };
     let query = Query::parse(&query_raw);
     let resp = respond(
