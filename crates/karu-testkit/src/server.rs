@@ -283,6 +283,12 @@ impl RangeServer {
         self.shared.state().log.clear();
     }
 
+    /// The log so far, emptied at once (no entry lost between reading and clearing), for a
+    /// long run that tallies it as it goes.
+    pub fn take_log(&self) -> Vec<Logged> {
+        std::mem::take(&mut self.shared.state().log)
+    }
+
     /// Resets the per-route request counters used by `status` and `etag-change`.
     pub fn reset_counters(&self) {
         self.shared.state().counters.clear();
