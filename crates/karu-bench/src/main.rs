@@ -115,7 +115,7 @@ struct Cli {
     out: Option<PathBuf>,
     /// Workloads to run, by letter, e.g. `RS` [default: all].
     #[arg(long, value_name = "IDS", value_parser = workload_ids)]
-    workloads: Option<Vec<char>>,
+    workloads: Option<WorkloadIds>,
     /// Servers to run on, comma-separated [default: all].
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_enum)]
     servers: Vec<ServerId>,
@@ -148,7 +148,11 @@ enum ServerId {
     S3sFs,
 }
 
-fn workload_ids(v: &str) -> Result<Vec<char>, String> {
+/// Workload letters, one value (a `Vec` would be taken for several values).
+#[derive(Clone)]
+struct WorkloadIds(Vec<char>);
+
+fn workload_ids(v: &str) -> Result<WorkloadIds, String> {
     let ids: Vec<char> = v.chars().collect();
     match ids.iter().find(|c| !workload::IDS.contains(c)) {
         _ if ids.is_empty() => Err("no workload given".into()),
@@ -156,7 +160,7 @@ fn workload_ids(v: &str) -> Result<Vec<char>, String> {
             "unknown workload {c:?} (known: {})",
             workload::IDS.iter().collect::<String>()
         )),
-        None => Ok(ids),
+        None => Ok(WorkloadIds(ids)),
     }
 }
 
@@ -199,7 +203,9 @@ impl Cli {
                     repo_root().join("BENCHMARKS.md")
                 }
             }),
-            workloads: self.workloads.unwrap_or_else(|| workload::IDS.to_vec()),
+            workloads: self
+                .workloads
+                .map_or_else(|| workload::IDS.to_vec(), |w| w.0),
             servers: if self.servers.is_empty() {
                 vec![ServerId::Testkit, ServerId::Nginx, ServerId::S3sFs]
             } else {
@@ -229,7 +235,9 @@ fn main() {
                 "RELIABILITY.md"
             })
         });
-        std::process::exit(soak::run(cli.soak_reads, cli.soak_seed, &out));
+        let code = soak::run(cli.soak_reads, cli.soak_seed, &out);
+        cleanup::finish();
+        std::process::exit(code);
     }
     let scale = if cli.quick {
         Scale::QUICK
@@ -370,6 +378,7 @@ fn main() {
         opts.out.display(),
         total.as_secs_f64()
     );
+    cleanup::finish();
 }
 
 /// Transfers, fetched bytes and concurrency of a reader's plan for `w` (None: not plannable
@@ -607,4 +616,65 @@ fn child(args: &[String]) {
     );
     // The parent reads this line; if it is gone there is no one to tell.
     let _ = writeln!(std::io::stdout(), "{}", m.line());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("karu-bench").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn arguments_select_cells() {
+        Cli::command().debug_assert();
+        let o = parse(&[
+            "--quick",
+            "--workloads",
+            "RS",
+            "--servers",
+            "testkit,s3s-fs",
+            "--profiles",
+            "0,20/1g",
+        ])
+        .unwrap()
+        .opts();
+        assert!(o.quick && o.reps == 1);
+        assert_eq!(o.workloads, ['R', 'S']);
+        assert!(o.servers == [ServerId::Testkit, ServerId::S3sFs]);
+        let p = o.profiles.unwrap();
+        assert!(
+            p[0] == Profile {
+                rtt_ms: 0,
+                cap: None
+            }
+        );
+        assert!(
+            p[1] == Profile {
+                rtt_ms: 20,
+                cap: Some(GBIT)
+            }
+        );
+        let o = parse(&[]).unwrap().opts();
+        assert!(!o.quick && o.reps == 3 && o.profiles.is_none() && o.servers.len() == 3);
+        assert_eq!(o.workloads, workload::IDS);
+        let soak = parse(&["--soak", "--soak-reads", "100"]).unwrap();
+        assert!(soak.soak && soak.soak_reads == 100 && soak.soak_seed == 1);
+        for bad in [
+            &["--workloads", "RX"][..],
+            &["--profiles", "20/2g"],
+            &["--servers", "minio"],
+            &["--soak-reads", "5"],
+            &["--quick", "--issue-scale"],
+            &["--reps", "0"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            parse(&["--help"]).err().map(|e| e.kind()),
+            Some(clap::error::ErrorKind::DisplayHelp)
+        );
+    }
 }

@@ -6,7 +6,6 @@
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use karu_testkit::server::Logged;
 use karu_testkit::{LatencyProxy, RangeServer, content};
@@ -129,7 +128,6 @@ impl Server {
             "starting nginx (scripts/nginx.sh) and generating {} files",
             list.len()
         );
-        cleanup::started("scripts/nginx.sh", &env_file);
         let env = start_script(
             "scripts/nginx.sh",
             &env_file,
@@ -173,7 +171,6 @@ impl Server {
             let env_file =
                 std::env::temp_dir().join(format!("karu-bench-s3-{}.env", std::process::id()));
             say!("starting the S3 emulators (scripts/s3.sh)");
-            cleanup::started("scripts/s3.sh", &env_file);
             (
                 start_script("scripts/s3.sh", &env_file, &[])?,
                 Some(env_file),
@@ -420,24 +417,17 @@ impl Drop for Server {
     }
 }
 
-/// Runs `script start ENV_FILE` (recorded with [`cleanup::started`] by the caller) and reads the
-/// env file it wrote; on a failure, stops what it may have started.
+/// Runs `script start ENV_FILE` (see [`cleanup::start`]) and reads the env file it wrote; on a
+/// failure, stops what it may have started.
 fn start_script(
-    script: &str,
+    script: &'static str,
     env_file: &Path,
     vars: &[(&str, String)],
 ) -> Result<HashMap<String, String>, String> {
-    let status = Command::new("bash")
-        .arg(crate::repo_root().join(script))
-        .arg("start")
-        .arg(env_file)
-        .envs(vars.iter().map(|(k, v)| (k, v)))
-        .status()
-        .map_err(|e| format!("{script}: {e}"));
-    let env = match status {
+    let env = match cleanup::start(script, env_file, vars) {
         Ok(s) if s.success() => read_env(env_file),
         Ok(s) => Err(format!("{script} start: {s}")),
-        Err(e) => Err(e),
+        Err(e) => Err(format!("{script}: {e}")),
     };
     if env.is_err() {
         cleanup::stop(env_file);
