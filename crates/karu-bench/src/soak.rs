@@ -256,7 +256,10 @@ fn markdown(i: &Input<'_>) -> String {
     let statuses: Vec<String> = i
         .figures
         .iter()
-        .filter_map(|(k, v)| Some(format!("{} {v}", k.strip_prefix("status:")?)))
+        .filter_map(|(k, v)| {
+            let status = k.strip_prefix("status:")?;
+            Some(format!("{status} {}", thousands(v.parse().ok()?)))
+        })
         .collect();
     let requests: u64 = i.answered.values().sum();
     let drawn: u64 = i.chaos.iter().map(|c| c.1).sum();
@@ -294,7 +297,8 @@ fn markdown(i: &Input<'_>) -> String {
         ),
         ("reads failed", n("failed")),
         (
-            "failed reads by status",
+            "failed reads by status (HTTP: a wrong `Content-Range`, not retried; \
+             PRECONDITION: the version changed under a pinned ETag)",
             if statuses.is_empty() {
                 "none".into()
             } else {
