@@ -1,33 +1,38 @@
 //! karu-bench (issue 8): karu side by side with `object_store` 0.14, a naive reader and the
-//! lower bound, on loopback servers behind the test kit's latency/bandwidth proxy.
+//! lower bound, on loopback servers behind the test kit's latency/bandwidth proxy; and the fault
+//! soak of issue 12 (`--soak`, see [`soak`]).
 //!
 //! ```text
 //! cargo run --release -p karu-bench                 # full run, rewrites BENCHMARKS.md's tables
 //! cargo run --release -p karu-bench -- --quick      # CI: small workloads, one repetition
+//! cargo run --release -p karu-bench -- --workloads R --servers testkit --profiles 20
+//! cargo run --release -p karu-bench -- --soak       # 1,000,000 faulted reads, RELIABILITY.md
+//! cargo run --release -p karu-bench -- --help       # every option
 //! ```
-//!
-//! Options: `--reps N`, `--out FILE` (default: BENCHMARKS.md at the repo root in a full run,
-//! `target/karu-bench-quick.md` in quick mode), `--workloads RSCHED`, `--no-nginx`, `--no-s3`,
-//! `--issue-scale`.
 //!
 //! The parent process owns the servers (the test kit's [`RangeServer`], nginx from
 //! `scripts/nginx.sh`) and the [`LatencyProxy`]s, and counts requests, bytes and connections on
 //! the server side. Every reader runs in a fresh child process (this binary with `--child`), so
 //! its CPU time (getrusage delta around the reads) and its peak RSS (`VmHWM`) are its own
-//! and not mixed with the servers', the proxies' or another reader's.
+//! and not mixed with the servers', the proxies' or another reader's. The servers it started
+//! are stopped however it ends ([`cleanup`]).
 
+mod cleanup;
 mod plain;
 mod readers;
 mod report;
 mod servers;
 mod sigv4;
+mod soak;
 mod throttled;
 mod workload;
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use karu::plan::{Request, plan};
 use karu_testkit::{LatencyProxy, ProxyOptions};
 
@@ -85,75 +90,177 @@ impl Row {
     }
 }
 
+/// karu side by side with object_store, a naive reader and the lower bound, on loopback servers
+/// behind a latency/bandwidth proxy; or the fault soak (`--soak`).
+///
+/// A full run rewrites the tables of BENCHMARKS.md (about 25 minutes on 2 shared cores). The
+/// selections (`--workloads`, `--servers`, `--profiles`) re-run single cells in seconds;
+/// explicitly chosen profiles run on every chosen server.
+#[derive(Parser)]
+#[command(name = "karu-bench", about, long_about)]
+struct Cli {
+    /// Small workloads and one repetition (CI keeps it working); writes
+    /// target/karu-bench-quick.md unless --out is given.
+    #[arg(long)]
+    quick: bool,
+    /// The issue's exact sizes (see "Scale" in BENCHMARKS.md).
+    #[arg(long, conflicts_with = "quick")]
+    issue_scale: bool,
+    /// Repetitions per cell [default: 3, or 1 with --quick].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    reps: Option<u64>,
+    /// Where the tables go [default: BENCHMARKS.md at the repository root, or
+    /// target/karu-bench-quick.md with --quick; with --soak: RELIABILITY.md, or
+    /// target/karu-soak-quick.md with --soak-reads].
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Workloads to run, by letter, e.g. `RS` [default: all].
+    #[arg(long, value_name = "IDS", value_parser = workload_ids)]
+    workloads: Option<WorkloadIds>,
+    /// Servers to run on, comma-separated [default: all].
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_enum)]
+    servers: Vec<ServerId>,
+    /// Network profiles, comma-separated: a round-trip time in ms, uncapped (`20`) or capped at
+    /// 1 Gbit/s (`20/1g`) [default: 0, 5, 20 and 50 ms, each uncapped and capped; 0 and 20/1g
+    /// with --quick].
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = profile)]
+    profiles: Vec<Profile>,
+    /// Run the fault soak instead: batched reads from the test kit server's chaos route, 5 % of
+    /// requests faulted, every byte checked.
+    #[arg(long)]
+    soak: bool,
+    /// Reads in the soak; fewer than the full run's 1,000,000 is the quick mode.
+    #[arg(long, value_name = "N", requires = "soak", default_value_t = soak::FULL_READS)]
+    soak_reads: u64,
+    /// Seed of the soak's reads and of the server's fault draws.
+    #[arg(long, value_name = "S", requires = "soak", default_value_t = 1)]
+    soak_seed: u64,
+}
+
+/// A server of the benchmark.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ServerId {
+    /// The test kit's range server (in this process).
+    Testkit,
+    /// nginx (`KARU_TEST_NGINX_URL`, else started with scripts/nginx.sh; full runs only).
+    Nginx,
+    /// The s3s-fs S3 emulator (`KARU_TEST_S3S_URL`, else started with scripts/s3.sh).
+    #[value(name = "s3s-fs")]
+    S3sFs,
+}
+
+/// Workload letters, one value (a `Vec` would be taken for several values).
+#[derive(Clone)]
+struct WorkloadIds(Vec<char>);
+
+fn workload_ids(v: &str) -> Result<WorkloadIds, String> {
+    let ids: Vec<char> = v.chars().collect();
+    match ids.iter().find(|c| !workload::IDS.contains(c)) {
+        _ if ids.is_empty() => Err("no workload given".into()),
+        Some(c) => Err(format!(
+            "unknown workload {c:?} (known: {})",
+            workload::IDS.iter().collect::<String>()
+        )),
+        None => Ok(WorkloadIds(ids)),
+    }
+}
+
+fn profile(v: &str) -> Result<Profile, String> {
+    let (rtt, cap) = match v.split_once('/') {
+        None => (v, None),
+        Some((rtt, "1g")) => (rtt, Some(GBIT)),
+        Some(_) => return Err(format!("{v:?}: the only cap is `/1g`")),
+    };
+    let rtt_ms = rtt
+        .parse()
+        .map_err(|_| format!("{v:?}: a round-trip time in ms, e.g. 20 or 20/1g"))?;
+    Ok(Profile { rtt_ms, cap })
+}
+
 struct Opts {
     quick: bool,
-    issue_scale: bool,
     reps: usize,
     out: PathBuf,
     workloads: Vec<char>,
-    nginx: bool,
-    s3: bool,
+    servers: Vec<ServerId>,
+    /// Chosen on the command line: then every server runs every one of them.
+    profiles: Option<Vec<Profile>>,
 }
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn opts() -> Opts {
-    let args: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
-    let quick = args.iter().any(|a| a == "--quick");
-    Opts {
-        quick,
-        issue_scale: args.iter().any(|a| a == "--issue-scale"),
-        reps: value("--reps")
-            .map(|v| v.parse().expect("--reps takes a number"))
-            .unwrap_or(if quick { 1 } else { 3 }),
-        out: value("--out").map(PathBuf::from).unwrap_or_else(|| {
-            if quick {
-                repo_root().join("target/karu-bench-quick.md")
+impl Cli {
+    fn opts(self) -> Opts {
+        let quick = self.quick;
+        Opts {
+            quick,
+            reps: self.reps.map_or(if quick { 1 } else { 3 }, |r| r as usize),
+            out: self.out.unwrap_or_else(|| {
+                if quick {
+                    repo_root().join("target/karu-bench-quick.md")
+                } else {
+                    repo_root().join("BENCHMARKS.md")
+                }
+            }),
+            workloads: self
+                .workloads
+                .map_or_else(|| workload::IDS.to_vec(), |w| w.0),
+            servers: if self.servers.is_empty() {
+                vec![ServerId::Testkit, ServerId::Nginx, ServerId::S3sFs]
             } else {
-                repo_root().join("BENCHMARKS.md")
-            }
-        }),
-        workloads: value("--workloads")
-            .map(|v| v.chars().collect())
-            .unwrap_or_else(|| workload::IDS.to_vec()),
-        nginx: !args.iter().any(|a| a == "--no-nginx"),
-        s3: !args.iter().any(|a| a == "--no-s3"),
+                self.servers
+            },
+            profiles: (!self.profiles.is_empty()).then_some(self.profiles),
+        }
     }
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("--child") {
-        child(&args[2..]);
-        return;
+    // The internal modes of the children this program runs.
+    match args.get(1).map(String::as_str) {
+        Some("--child") => return child(&args[2..]),
+        Some(soak::CHILD) => return soak::child(&args[2..]),
+        _ => {}
     }
     if args.iter().any(|a| a == "--d-throttled") {
         throttled::main(&args);
         return;
     }
-    let opts = opts();
-    let started = Instant::now();
-    let scale = if opts.quick {
+    cleanup::install();
+    let cli = Cli::parse();
+    if cli.soak {
+        let quick = cli.soak_reads < soak::FULL_READS;
+        let out = cli.out.unwrap_or_else(|| {
+            repo_root().join(if quick {
+                "target/karu-soak-quick.md"
+            } else {
+                "RELIABILITY.md"
+            })
+        });
+        let code = soak::run(cli.soak_reads, cli.soak_seed, &out);
+        cleanup::finish();
+        std::process::exit(code);
+    }
+    let scale = if cli.quick {
         Scale::QUICK
-    } else if opts.issue_scale {
+    } else if cli.issue_scale {
         Scale::ISSUE
     } else {
         Scale::FULL
     };
+    let opts = cli.opts();
+    let started = Instant::now();
     let workloads: Vec<Workload> = opts
         .workloads
         .iter()
         .map(|&id| workload(id, scale))
         .collect();
-    let profiles: Vec<Profile> = if opts.quick {
-        vec![
+    let profiles: Vec<Profile> = match &opts.profiles {
+        Some(chosen) => chosen.clone(),
+        None if opts.quick => vec![
             Profile {
                 rtt_ms: 0,
                 cap: None,
@@ -162,34 +269,37 @@ fn main() {
                 rtt_ms: 20,
                 cap: Some(GBIT),
             },
-        ]
-    } else {
-        [0, 5, 20, 50]
+        ],
+        None => [0, 5, 20, 50]
             .into_iter()
             .flat_map(|rtt_ms| {
                 [None, Some(GBIT)]
                     .into_iter()
                     .map(move |cap| Profile { rtt_ms, cap })
             })
-            .collect()
+            .collect(),
     };
     let machine = report::machine();
 
-    let mut servers = vec![Server::testkit(&workloads)];
+    let mut servers = Vec::new();
     let mut notes = Vec::new();
-    if opts.nginx {
-        match Server::nginx(&workloads, opts.quick) {
-            Ok(Some(s)) => servers.push(s),
-            Ok(None) => {
-                notes.push("nginx: not run (quick mode without `KARU_TEST_NGINX_URL`)".into())
+    for id in &opts.servers {
+        match id {
+            ServerId::Testkit => servers.push(Server::testkit(&workloads)),
+            ServerId::Nginx => match Server::nginx(&workloads, opts.quick) {
+                Ok(Some(s)) => servers.push(s),
+                Ok(None) => {
+                    notes.push("nginx: not run (quick mode without `KARU_TEST_NGINX_URL`)".into())
+                }
+                Err(e) => notes.push(format!("nginx: not run ({e})")),
+            },
+            ServerId::S3sFs if workloads.iter().any(servers::on_s3) => {
+                match Server::s3(&workloads) {
+                    Ok(s) => servers.push(s),
+                    Err(e) => notes.push(format!("s3s-fs: not run ({e})")),
+                }
             }
-            Err(e) => notes.push(format!("nginx: not run ({e})")),
-        }
-    }
-    if opts.s3 && workloads.iter().any(servers::on_s3) {
-        match Server::s3(&workloads) {
-            Ok(s) => servers.push(s),
-            Err(e) => notes.push(format!("s3s-fs: not run ({e})")),
+            ServerId::S3sFs => {}
         }
     }
 
@@ -203,7 +313,7 @@ fn main() {
         let bw_direct = server.measure_bandwidth(&direct);
         let bw_proxy = server.measure_bandwidth(&format!("http://{}", through.addr()));
         drop(through);
-        eprintln!(
+        say!(
             "{}: loopback {:.2} GB/s direct, {:.2} GB/s through the proxy",
             server.name(),
             bw_direct / 1e9,
@@ -213,7 +323,10 @@ fn main() {
         for &profile in &profiles {
             let mine: Vec<&Workload> = workloads
                 .iter()
-                .filter(|w| server.runs(w, profile, opts.quick))
+                .filter(|w| match opts.profiles {
+                    Some(_) => server.serves(w),
+                    None => server.runs(w, profile, opts.quick),
+                })
                 .collect();
             if mine.is_empty() {
                 continue;
@@ -265,11 +378,12 @@ fn main() {
         total,
     });
     report::write(&opts.out, &md);
-    eprintln!(
+    say!(
         "wrote {} ({:.0} s in all)",
         opts.out.display(),
         total.as_secs_f64()
     );
+    cleanup::finish();
 }
 
 /// Transfers, fetched bytes and concurrency of a reader's plan for `w` (None: not plannable
@@ -422,7 +536,7 @@ fn run_matrix(at: &Place<'_>, w: &Workload, opts: &Opts, scale: Scale) -> Vec<Ro
             row.conns.push(conns);
             row.cpu.push(m.cpu * scale);
             row.rss_kib.push(m.max_rss_kib);
-            eprintln!(
+            say!(
                 "{} {} [{}] {:<10} {:>8.3} s  {:>6} req  {:>10} B  {:>3} conn  {:.2} CPU s{}",
                 server.name(),
                 w.id,
@@ -505,5 +619,67 @@ fn child(args: &[String]) {
         &t,
         Duration::from_millis(budget.parse().expect("budget")),
     );
-    println!("{}", m.line());
+    // The parent reads this line; if it is gone there is no one to tell.
+    let _ = writeln!(std::io::stdout(), "{}", m.line());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("karu-bench").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn arguments_select_cells() {
+        Cli::command().debug_assert();
+        let o = parse(&[
+            "--quick",
+            "--workloads",
+            "RS",
+            "--servers",
+            "testkit,s3s-fs",
+            "--profiles",
+            "0,20/1g",
+        ])
+        .unwrap()
+        .opts();
+        assert!(o.quick && o.reps == 1);
+        assert_eq!(o.workloads, ['R', 'S']);
+        assert!(o.servers == [ServerId::Testkit, ServerId::S3sFs]);
+        let p = o.profiles.unwrap();
+        assert!(
+            p[0] == Profile {
+                rtt_ms: 0,
+                cap: None
+            }
+        );
+        assert!(
+            p[1] == Profile {
+                rtt_ms: 20,
+                cap: Some(GBIT)
+            }
+        );
+        let o = parse(&[]).unwrap().opts();
+        assert!(!o.quick && o.reps == 3 && o.profiles.is_none() && o.servers.len() == 3);
+        assert_eq!(o.workloads, workload::IDS);
+        let soak = parse(&["--soak", "--soak-reads", "100"]).unwrap();
+        assert!(soak.soak && soak.soak_reads == 100 && soak.soak_seed == 1);
+        for bad in [
+            &["--workloads", "RX"][..],
+            &["--profiles", "20/2g"],
+            &["--servers", "minio"],
+            &["--soak-reads", "5"],
+            &["--quick", "--issue-scale"],
+            &["--reps", "0"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            parse(&["--help"]).err().map(|e| e.kind()),
+            Some(clap::error::ErrorKind::DisplayHelp)
+        );
+    }
 }

@@ -419,11 +419,17 @@ fn targets(rows: &[Row]) -> String {
 
 /// Puts `md` between the markers of `path` (creating it, or appending the markers, if needed).
 pub fn write(path: &Path, md: &str) {
+    write_between(path, (BEGIN, END), "# karu benchmarks", md);
+}
+
+/// Puts `md` between the markers `begin` and `end` of `path`, which keeps everything else;
+/// a missing file starts with `title`, a file without the markers gets them at its end.
+pub fn write_between(path: &Path, (begin, end): (&str, &str), title: &str, md: &str) {
     let old = std::fs::read_to_string(path).unwrap_or_default();
-    let block = format!("{BEGIN}\n{md}\n{END}");
-    let new = match (old.find(BEGIN), old.find(END)) {
-        (Some(b), Some(e)) if b < e => format!("{}{block}{}", &old[..b], &old[e + END.len()..]),
-        _ if old.is_empty() => format!("# karu benchmarks\n\n{block}\n"),
+    let block = format!("{begin}\n{md}\n{end}");
+    let new = match (old.find(begin), old.find(end)) {
+        (Some(b), Some(e)) if b < e => format!("{}{block}{}", &old[..b], &old[e + end.len()..]),
+        _ if old.is_empty() => format!("{title}\n\n{block}\n"),
         _ => format!("{old}\n{block}\n"),
     };
     if let Some(dir) = path.parent() {

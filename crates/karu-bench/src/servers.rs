@@ -6,17 +6,16 @@
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use karu_testkit::server::Logged;
 use karu_testkit::{LatencyProxy, RangeServer, content};
 use object_store::ObjectStoreExt as _;
 
-use crate::plain;
 use crate::readers::{self, Target};
 use crate::sigv4::S3Access;
 use crate::workload::{MIB, Workload};
 use crate::{GBIT, Profile};
+use crate::{cleanup, plain, say};
 
 pub struct Counted {
     pub requests: u64,
@@ -125,25 +124,20 @@ impl Server {
         let env_file =
             std::env::temp_dir().join(format!("karu-bench-nginx-{}.env", std::process::id()));
         let list: Vec<String> = files.iter().map(|(n, s)| format!("{n}:{s}")).collect();
-        eprintln!(
+        say!(
             "starting nginx (scripts/nginx.sh) and generating {} files",
             list.len()
         );
-        let status = Command::new("bash")
-            .arg(crate::repo_root().join("scripts/nginx.sh"))
-            .arg("start")
-            .arg(&env_file)
-            .env("KARU_NGINX_FILES", list.join(" "))
-            .status()
-            .map_err(|e| format!("scripts/nginx.sh: {e}"))?;
-        if !status.success() {
-            return Err(format!("scripts/nginx.sh start: {status}"));
-        }
-        let env = read_env(&env_file)?;
+        let env = start_script(
+            "scripts/nginx.sh",
+            &env_file,
+            &[("KARU_NGINX_FILES", list.join(" "))],
+        )?;
         let (Some(url), Some(dir)) = (
             env.get("KARU_TEST_NGINX_URL"),
             env.get("KARU_TEST_NGINX_DIR"),
         ) else {
+            cleanup::stop(&env_file);
             return Err(format!("{} lacks the nginx endpoints", env_file.display()));
         };
         Ok(Some(Server::Nginx {
@@ -176,29 +170,26 @@ impl Server {
             }
             let env_file =
                 std::env::temp_dir().join(format!("karu-bench-s3-{}.env", std::process::id()));
-            eprintln!("starting the S3 emulators (scripts/s3.sh)");
-            let status = Command::new("bash")
-                .arg(&script)
-                .arg("start")
-                .arg(&env_file)
-                .status()
-                .map_err(|e| format!("scripts/s3.sh: {e}"))?;
-            if !status.success() {
-                return Err(format!("scripts/s3.sh start: {status}"));
-            }
-            (read_env(&env_file)?, Some(env_file))
+            say!("starting the S3 emulators (scripts/s3.sh)");
+            (
+                start_script("scripts/s3.sh", &env_file, &[])?,
+                Some(env_file),
+            )
         };
-        let var = |k: &str| {
-            env.get(k)
-                .cloned()
-                .ok_or_else(|| format!("the S3 env file lacks {k}"))
+        let [url, key_id, secret, bucket] = VARS.map(|k| env.get(k).cloned());
+        let (Some(url), Some(key_id), Some(secret), Some(bucket)) = (url, key_id, secret, bucket)
+        else {
+            if let Some(f) = &env_file {
+                cleanup::stop(f);
+            }
+            return Err("the S3 env file lacks an endpoint or a key".into());
         };
         let server = Server::S3 {
-            base: var(VARS[0])?.trim_end_matches('/').to_string(),
+            base: url.trim_end_matches('/').to_string(),
             access: S3Access {
-                key_id: var(VARS[1])?,
-                secret: var(VARS[2])?,
-                bucket: var(VARS[3])?,
+                key_id,
+                secret,
+                bucket,
             },
             sizes: workloads
                 .iter()
@@ -228,7 +219,7 @@ impl Server {
                 if store.head(&path).await.is_ok_and(|m| m.size == size) {
                     continue;
                 }
-                eprintln!("uploading {name} ({} MiB) to s3s-fs", size / MIB);
+                say!("uploading {name} ({} MiB) to s3s-fs", size / MIB);
                 let data = content::bytes(name, 0, size as usize);
                 store
                     .put(&path, data.into())
@@ -246,13 +237,17 @@ impl Server {
     /// already take a share of the two minutes).
     pub fn runs(&self, w: &Workload, profile: Profile, quick: bool) -> bool {
         let at = |rtt_ms, cap| profile == Profile { rtt_ms, cap };
-        match self {
-            Server::Testkit { .. } => true,
-            Server::Nginx { .. } => at(0, None) || at(20, None),
-            Server::S3 { .. } => {
-                on_s3(w) && (at(0, None) || !quick && (at(20, None) || at(20, Some(GBIT))))
+        self.serves(w)
+            && match self {
+                Server::Testkit { .. } => true,
+                Server::Nginx { .. } => at(0, None) || at(20, None),
+                Server::S3 { .. } => at(0, None) || !quick && (at(20, None) || at(20, Some(GBIT))),
             }
-        }
+    }
+
+    /// Whether this server has `w`'s objects at all (s3s-fs gets no S).
+    pub fn serves(&self, w: &Workload) -> bool {
+        !matches!(self, Server::S3 { .. }) || on_s3(w)
     }
 
     /// Whether every request must go through a proxy, which then does the counting.
@@ -407,25 +402,37 @@ impl Server {
     }
 }
 
-/// Stops the servers this program started, also when it panics.
+/// Stops the servers this program started (see [`cleanup`] for the other ways out).
 impl Drop for Server {
     fn drop(&mut self) {
-        let (script, env_file) = match self {
-            Server::Nginx {
-                env_file: Some(f), ..
-            } => ("scripts/nginx.sh", f),
-            Server::S3 {
-                env_file: Some(f), ..
-            } => ("scripts/s3.sh", f),
-            _ => return,
-        };
-        let _ = Command::new("bash")
-            .arg(crate::repo_root().join(script))
-            .arg("stop")
-            .arg(&*env_file)
-            .status();
-        let _ = std::fs::remove_file(env_file);
+        if let Server::Nginx {
+            env_file: Some(f), ..
+        }
+        | Server::S3 {
+            env_file: Some(f), ..
+        } = self
+        {
+            cleanup::stop(f);
+        }
     }
+}
+
+/// Runs `script start ENV_FILE` (see [`cleanup::start`]) and reads the env file it wrote; on a
+/// failure, stops what it may have started.
+fn start_script(
+    script: &'static str,
+    env_file: &Path,
+    vars: &[(&str, String)],
+) -> Result<HashMap<String, String>, String> {
+    let env = match cleanup::start(script, env_file, vars) {
+        Ok(s) if s.success() => read_env(env_file),
+        Ok(s) => Err(format!("{script} start: {s}")),
+        Err(e) => Err(format!("{script}: {e}")),
+    };
+    if env.is_err() {
+        cleanup::stop(env_file);
+    }
+    env
 }
 
 /// Body bytes the test kit server sent for one logged request, from its status and range.

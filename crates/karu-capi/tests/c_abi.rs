@@ -451,31 +451,89 @@ fn valgrind() {
     }
     let dir = scratch("valgrind");
     let (_server, base, copy) = server(&dir);
-    let memcheck = [
-        "valgrind",
-        "--quiet",
-        "--error-exitcode=1",
-        "--leak-check=full",
-        "--errors-for-leak-kinds=definite",
-        "--show-leak-kinds=definite",
-    ];
     let api = compile("api", &dir);
-    run(&api, &[dir.to_str().unwrap()], &memcheck);
+    run(&api, &[dir.to_str().unwrap()], &MEMCHECK);
     let http = compile("http", &dir);
     run(
         &http,
         &[&base, copy.to_str().unwrap(), dir.to_str().unwrap()],
-        &memcheck,
+        &MEMCHECK,
     );
     let buffers = compile("buffers", &dir);
-    run(&buffers, &[&base, copy.to_str().unwrap()], &memcheck);
+    run(&buffers, &[&base, copy.to_str().unwrap()], &MEMCHECK);
     if have("g++") {
         let newest = cxx_standards().pop().expect("a C++ standard");
         let facade = compile_cxx("facade", newest, &dir);
         run(
             &facade,
             &[&base, copy.to_str().unwrap(), dir.to_str().unwrap()],
-            &memcheck,
+            &MEMCHECK,
         );
+    }
+}
+
+/// valgrind's memcheck: no invalid access, no definite leak.
+const MEMCHECK: [&str; 6] = [
+    "valgrind",
+    "--quiet",
+    "--error-exitcode=1",
+    "--leak-check=full",
+    "--errors-for-leak-kinds=definite",
+    "--show-leak-kinds=definite",
+];
+
+/// The C ABI's fault soak (`tests/c/soak.c`) under valgrind: batched reads from two threads
+/// against the chaos route with 5 % of requests faulted by every kind of fault, every byte
+/// checked, no hang. `KARU_C_SOAK_READS` sets the count (default 2,000, quick enough for CI;
+/// RELIABILITY.md gives a longer run).
+#[test]
+fn soak_under_valgrind() {
+    let wrapper: &[&str] = if have("valgrind") {
+        &MEMCHECK
+    } else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "valgrind is required in CI"
+        );
+        println!("valgrind is not installed: the soak runs without it");
+        &[]
+    };
+    let dir = scratch("soak");
+    for o in 0..4 {
+        let name = format!("csoak/obj-{o}.bin");
+        let v1 = karu_testkit::server::versioned_name(&name, 1);
+        karu_testkit::content::write_file(&dir.join(format!("obj-{o}.bin")), &name, 1 << 20)
+            .expect("version 0 copy");
+        karu_testkit::content::write_file(&dir.join(format!("obj-{o}.v1.bin")), &v1, 1 << 20)
+            .expect("version 1 copy");
+    }
+    let reads = std::env::var("KARU_C_SOAK_READS").unwrap_or_else(|_| "2000".into());
+    let server = RangeServer::start();
+    let base = server.url("");
+    let program = compile("soak", &dir);
+    let started = std::time::Instant::now();
+    run(
+        &program,
+        &[
+            base.trim_end_matches('/'),
+            dir.to_str().unwrap(),
+            &reads,
+            "1",
+            "50",
+        ],
+        wrapper,
+    );
+    let counts = server.chaos_counts();
+    println!(
+        "{} s; faults drawn by the server: {}",
+        started.elapsed().as_secs(),
+        counts
+            .iter()
+            .map(|(k, n)| format!("{} {n}", k.label()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for (kind, n) in counts {
+        assert!(n > 0, "the soak met no {} fault", kind.label());
     }
 }

@@ -70,6 +70,7 @@
 //! | `throttle` | answers `code` to a request that arrives while more than `n` requests are in flight on the server (itself included), or, with `after=J`, to every request of this route and name after the first J; other requests get normal semantics, their body sent at `rate` bytes/s when given | `n` (default 3, or [`RangeServer::set_throttle_above`]), `after`, `code` (default 503), `retry_after=S`, `rate=R` |
 //! | `multipart` | a satisfiable range gets a 206 whose body is a `multipart/byteranges` document holding that range, sent chunked (no `Content-Length`) with the range's own `Content-Range` on top as well | |
 //! | `unproven` | the first `proven` requests (for this route and name) are served normally, their bodies cut after K bytes as `truncate` does when `k` is given; later ones see the next version, ignore `If-Match` and prove nothing: no `ETag`, or with `etag=weak` the weak `W/` form of the first version's tag | `proven` (default 1), `k`, `etag=weak` |
+//! | `chaos` | each request served by a fault route drawn from a seeded sequence ([`chaos`]) | `seed`, `per_mille`, `kinds` |
 //!
 //! Counters for `status` and `etag-change` are kept per route and name (the path without the
 //! query), so a test that says "fail twice then succeed" uses a fresh name or calls
@@ -104,6 +105,8 @@ use tokio::sync::mpsc;
 use crate::background::Background;
 use crate::content;
 
+pub mod chaos;
+
 /// The strong ETag (with its quotes) of object `name` of `size` bytes at `version`.
 pub fn etag(name: &str, size: u64, version: u64) -> String {
     format!("\"{:016x}-{size:x}-{version}\"", content::seed(name))
@@ -130,7 +133,7 @@ pub struct Logged {
     pub method: String,
     /// Request target as sent: path and query.
     pub target: String,
-    /// The fault segment of the path (e.g. `ok`, `truncate`).
+    /// The fault segment of the path (e.g. `ok`, `truncate`); for `chaos`, the route drawn.
     pub fault: String,
     /// The object name (percent-decoded).
     pub name: String,
@@ -169,6 +172,7 @@ struct State {
 
 struct Shared {
     state: Mutex<State>,
+    chaos: chaos::Chaos,
     next_conn: AtomicU64,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
@@ -204,6 +208,7 @@ impl RangeServer {
         let alt_addr = secondary.local_addr().expect("local_addr");
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
+            chaos: chaos::Chaos::default(),
             next_conn: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
@@ -287,6 +292,12 @@ impl RangeServer {
     /// Forgets the log.
     pub fn clear_log(&self) {
         self.shared.state().log.clear();
+    }
+
+    /// The log so far, emptied at once (no entry lost between reading and clearing), for a
+    /// long run that tallies it as it goes.
+    pub fn take_log(&self) -> Vec<Logged> {
+        std::mem::take(&mut self.shared.state().log)
     }
 
     /// Resets the per-route request counters used by `status` and `etag-change`.
@@ -803,6 +814,26 @@ async fn handle(shared: Arc<Shared>, conn: Conn, req: Request<Incoming>) -> Resp
             .map(|(_, v)| v.clone()),
         headers,
         status: 0,
+    };
+    // The chaos route serves each request as the fault route it draws.
+    let (fault, query_raw) = if fault == chaos::ROUTE {
+        match shared
+            .chaos
+            .rewrite(&shared, &name, &query_raw, logged.range.as_deref())
+        {
+            Ok((route, query)) => {
+                logged.fault = route.to_string();
+                (logged.fault.clone(), query)
+            }
+            Err(e) => {
+                let resp = simple(400, e, guard);
+                logged.status = 400;
+                shared.state().log.push(logged);
+                return resp;
+            }
+        }
+    } else {
+        (fault, query_raw)
     };
     let query = Query::parse(&query_raw);
     let resp = respond(
