@@ -1,8 +1,11 @@
 //! Throttling-aware parallelism that converges instead of oscillating.
 //!
 //! A throttled answer (429 or 503) lowers the window to the chunks still in flight: what the
-//! store was serving when it refused one more. That level plus one is remembered as the
-//! ceiling where throttling began. Below it the window grows by one after `window` clean
+//! store was serving when it refused one more. The first cut, with no ceiling known yet, also
+//! halves the window: behind latency the chunks in flight include requests still on the wire
+//! and bodies already sent, so they overstate what the store serves at once (a store limited
+//! to 4 was seen refusing at 5 to 7 of 8), and the window would stay above the store's limit.
+//! That level plus one is remembered as the ceiling where throttling began. Below it the window grows by one after `window` clean
 //! chunks in a row; at the ceiling it grows only once [`PROBE_AFTER`] has passed without
 //! throttling, and each such probe moves the ceiling up by one, so a store that throttles
 //! above N costs about one refused request per [`PROBE_AFTER`], not one per burst.
@@ -69,10 +72,15 @@ impl Window {
     pub(crate) fn throttled(&mut self, seq: u64, in_flight: u64, now: Instant) {
         self.clean = 0;
         self.quiet_since = now;
-        let lowered = in_flight.clamp(1, self.window);
+        let mut lowered = in_flight.clamp(1, self.window);
         if seq >= self.cut_at {
             self.stats.cuts += 1;
             self.cut_at = self.next_seq;
+            // A refused probe above a known ceiling needs no halving: the level below it was
+            // served.
+            if self.ceiling.is_none() {
+                lowered = lowered.min(self.window.div_ceil(2));
+            }
         }
         self.window = lowered;
         self.ceiling = Some(lowered + 1);
@@ -143,6 +151,28 @@ mod tests {
         assert_eq!(w.window(), 3);
         let st = w.stats();
         assert_eq!((st.min, st.max, st.final_, st.cuts), (3, 16, 3, 2));
+    }
+
+    #[test]
+    fn the_first_cut_halves_a_window_that_in_flight_overstates_and_a_probe_does_not() {
+        let t0 = Instant::now();
+        let mut w = Window::new(8);
+        let seqs: Vec<u64> = (0..8).map(|_| w.submit()).collect();
+        // Behind latency a store limited to 4 refuses only 2 of 8, seen at 7 and 6 in flight.
+        w.throttled(seqs[7], 7, t0);
+        w.throttled(seqs[6], 6, t0);
+        assert_eq!(w.window(), 4);
+        assert_eq!(w.stats().cuts, 1);
+        // A refused probe goes back to what was in flight, not to half.
+        for _ in 0..4 {
+            w.clean(t0 + PROBE_AFTER);
+        }
+        assert_eq!(w.window(), 5);
+        let s = w.submit();
+        w.throttled(s, 4, t0 + PROBE_AFTER);
+        assert_eq!(w.window(), 4);
+        let st = w.stats();
+        assert_eq!((st.min, st.max, st.final_, st.cuts), (4, 8, 4, 2));
     }
 
     #[test]
