@@ -4,8 +4,9 @@
 #   scripts/fuzz.sh TARGET SECONDS   fuzz one target for SECONDS (wall time)
 #   scripts/fuzz.sh all SECONDS      fuzz every target in turn, SECONDS each
 #   scripts/fuzz.sh build            build every target (once; runs reuse the build)
-#   scripts/fuzz.sh cmin TARGET      minimise TARGET's corpus in place: one input per covered
-#                                    edge (hit counts ignored), which keeps it small
+#   scripts/fuzz.sh cmin TARGET      fold what the runs found into TARGET's committed corpus and
+#                                    minimise it: one input per covered edge (hit counts
+#                                    ignored), which keeps it small
 #   scripts/fuzz.sh list             print the targets
 #
 # * installs cargo-fuzz with `cargo install --locked` into
@@ -16,9 +17,9 @@
 #   (the fuzzed code is safe Rust: AddressSanitizer would only halve the executions), into
 #   target/fuzz (beside the workspace's build, never committed; a clean build takes about
 #   270 CPU-seconds: karu's dependencies again, with coverage instrumentation);
-# * reads and grows the corpus fuzz/corpus/TARGET (new interesting inputs are added there;
-#   `cmin` shrinks it again before it is committed); a crash leaves its input in
-#   fuzz/artifacts/TARGET/ and fails the script;
+# * reads the committed corpus fuzz/corpus/TARGET and adds new interesting inputs to
+#   target/fuzz/corpus/TARGET, so a run leaves the checkout clean (`cmin` folds them into the
+#   committed corpus); a crash leaves its input in fuzz/artifacts/TARGET/ and fails the script;
 # * prints libFuzzer's final stats, then one line per target:
 #   "TARGET: N executions in S s, corpus F files (B bytes), 0 crashes".
 #
@@ -50,11 +51,12 @@ build() { (cd "$ROOT" && cargo fuzz build -s none --target-dir "$BUILD"); }
 
 # run TARGET SECONDS
 run() {
-    local target=$1 seconds=$2 out corpus="$ROOT/fuzz/corpus/$1"
-    mkdir -p "$corpus"
+    local target=$1 seconds=$2 out corpus="$ROOT/fuzz/corpus/$1" found="$BUILD/corpus/$1"
+    mkdir -p "$corpus" "$found"
     out=$(mktemp)
     log "fuzzing $target for $seconds s"
-    if ! (cd "$ROOT" && cargo fuzz run -s none --target-dir "$BUILD" "$target" "$corpus" -- \
+    # libFuzzer writes (and reduces) only in the first directory: the scratch one.
+    if ! (cd "$ROOT" && cargo fuzz run -s none --target-dir "$BUILD" "$target" "$found" "$corpus" -- \
         -max_total_time="$seconds" -timeout=10 -print_final_stats=1) 2>"$out"; then
         tail -n 60 "$out" >&2
         log "$target: crashed (input in fuzz/artifacts/$target/)"
@@ -64,14 +66,15 @@ run() {
     grep -E '^(Done|stat::)' "$out" >&2 || true
     local runs files bytes
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out")
-    files=$(find "$corpus" -type f | wc -l)
-    bytes=$(find "$corpus" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+    files=$(find "$corpus" "$found" -type f | wc -l)
+    bytes=$(find "$corpus" "$found" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
     rm -f "$out"
     echo "$target: ${runs:-?} executions in $seconds s, corpus $files files ($bytes bytes), 0 crashes"
 }
 
 cmin() {
-    local target=$1
+    local target=$1 found="$BUILD/corpus/$1"
+    if [ -d "$found" ]; then cp -rn "$found"/. "$ROOT/fuzz/corpus/$target"/; fi
     (cd "$ROOT" && cargo fuzz cmin -s none --target-dir "$BUILD" "$target" \
         "fuzz/corpus/$target" -- -use_counters=0)
 }
