@@ -135,6 +135,18 @@ struct Cli {
     /// Seed of the soak's reads and of the server's fault draws.
     #[arg(long, value_name = "S", requires = "soak", default_value_t = 1)]
     soak_seed: u64,
+    /// Run only the D-throttled cell (503 above 4 requests in flight, RTT 20 ms) and issue
+    /// 18's own case, printing their tables [--reps default: 5].
+    #[arg(long, conflicts_with_all = ["quick", "soak"])]
+    d_throttled: bool,
+    /// Object size in MiB for --d-throttled.
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "d_throttled",
+        default_value_t = 256
+    )]
+    mib: u64,
 }
 
 /// A server of the benchmark.
@@ -225,12 +237,13 @@ fn main() {
         Some(soak::CHILD) => return soak::child(&args[2..]),
         _ => {}
     }
-    if args.iter().any(|a| a == "--d-throttled") {
-        throttled::main(&args);
-        return;
-    }
     cleanup::install();
     let cli = Cli::parse();
+    if cli.d_throttled {
+        throttled::main(cli.reps.unwrap_or(5), cli.mib);
+        cleanup::finish();
+        return;
+    }
     if cli.soak {
         let quick = cli.soak_reads < soak::FULL_READS;
         let out = cli.out.unwrap_or_else(|| {

@@ -66,14 +66,10 @@ struct Run {
     karu: Option<DownloadResult>,
 }
 
-fn value(args: &[String], name: &str) -> Option<u64> {
-    let i = args.iter().position(|a| a == name)?;
-    args.get(i + 1)?.parse().ok()
-}
-
-pub fn main(args: &[String]) {
-    let reps = value(args, "--reps").unwrap_or(5) as usize;
-    let size = value(args, "--mib").unwrap_or(256) * MIB;
+/// Runs the cell `reps` times on an object of `mib` MiB and prints its tables.
+pub fn main(reps: u64, mib: u64) {
+    let reps = reps as usize;
+    let size = mib * MIB;
     let server = RangeServer::start();
     server.register(NAME, size);
     server.set_throttle_above(THROTTLE_ABOVE);
