@@ -50,7 +50,8 @@ impl Read {
     }
 
     /// Pins the read to a version by `condition` (a download pins its chunks to the version
-    /// its probe saw, by ETag or by `Last-Modified` and size).
+    /// its probe saw, by ETag or by `Last-Modified` and size). The planner groups reads by
+    /// `If-Match` only, so a date-pinned read is submitted alone (one chunk per batch).
     pub(crate) fn pinned(mut self, condition: Condition) -> Read {
         self.pin = Some(condition);
         self

@@ -8,7 +8,7 @@ use super::{SHOWN_MAX, fail, shown};
 use crate::error::{Error, Status};
 
 /// The version condition a read carries, sent with every attempt.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Condition {
     /// `If-Match`: the ETag as given (a single strong tag pins a version; `*` or a list is
     /// sent as the caller wrote it).
