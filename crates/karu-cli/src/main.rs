@@ -262,9 +262,9 @@ fn cat(client: &Client, uri: &str) -> Result<(), Error> {
 }
 
 /// `cat` of a remote object with no strong ETag to pin chunks to: a download into a private
-/// temporary directory, which applies the download rule for such objects (one stream whose
-/// every answer must repeat the first one's size and Last-Modified, restarted from the start,
-/// never a splice), then a copy to stdout.
+/// temporary directory, which applies the download rule for such objects (chunks pinned by
+/// `If-Unmodified-Since` to the probe's Last-Modified and size; with no Last-Modified, one
+/// stream restarted from the start; never a splice), then a copy to stdout.
 fn cat_unpinned(client: &Client, object: &Locator) -> Result<(), Error> {
     let dir = tempfile::Builder::new()
         .prefix("karu-cat-")

@@ -28,6 +28,7 @@
 //! | `size=N` | object size |
 //! | `delay_ms=D` | wait D ms before answering (overrides [`RangeServer::set_delay`]) |
 //! | `if_match=ignore` | do not evaluate `If-Match` |
+//! | `if_unmodified_since=ignore` | do not evaluate `If-Unmodified-Since` |
 //! | `etag=none` | send no `ETag` |
 //! | `last_modified=1` | send `Last-Modified`: 2026-01-01 00:00:00 GMT plus the version in hours |
 //!
@@ -45,6 +46,8 @@
 //!   `F > L`, or several ranges such as `bytes=0-1,5-6`) is ignored: 200 with the whole object.
 //! * `If-Match`: `*` or a list of strong tags; when none matches the current ETag: 412 (weak tags
 //!   never match). It is evaluated before the range.
+//! * `If-Unmodified-Since` (with `last_modified=1`): when the object's `Last-Modified` is later
+//!   than the date: 412 (an unparseable date is ignored). It is evaluated after `If-Match`.
 //! * Connections are kept alive (HTTP/1.1 persistent connections).
 //!
 //! # Fault routes
@@ -1002,6 +1005,17 @@ async fn respond(
         return r;
     }
 
+    if q.flag("last_modified")
+        && q.get("if_unmodified_since") != Some("ignore")
+        && let Some(since) = req.header("if-unmodified-since")
+        && let Ok(since) = httpdate::parse_http_date(since)
+        && last_modified(version) > since
+    {
+        let mut r = simple(412, "precondition failed\n".into(), guard);
+        set(&mut r, "etag", tag);
+        return r;
+    }
+
     let spec = req.range.as_deref().and_then(parse_range);
     let spec = match (fault, spec) {
         ("ignore-range", _) | ("ignore-suffix", Some(Spec::Suffix(_))) => None,
@@ -1094,9 +1108,11 @@ async fn respond(
         (true, _) => {}
     }
     if q.flag("last_modified") {
-        let base = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600);
-        let at = base + Duration::from_secs(3600 * version);
-        set(&mut r, "last-modified", httpdate::fmt_http_date(at));
+        set(
+            &mut r,
+            "last-modified",
+            httpdate::fmt_http_date(last_modified(version)),
+        );
     }
     if let Some(Some(cr)) = content_range {
         set(&mut r, "content-range", cr);
@@ -1107,6 +1123,11 @@ async fn respond(
         _ => {}
     }
     r
+}
+
+/// The `Last-Modified` of `version`: 2026-01-01 00:00:00 GMT plus the version in hours.
+fn last_modified(version: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600 + 3600 * version)
 }
 
 /// The `multipart` route's answer: one part holding `[first, first + len)`, chunked, with the

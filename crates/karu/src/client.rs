@@ -13,6 +13,7 @@ use crate::locator::Locator;
 use crate::plan::{self, Overrides, Policy};
 use crate::probe::{self, Ends, ObjectInfo};
 use crate::read::Read;
+use crate::validate::condition::Condition;
 
 struct Inner {
     settings: Settings,
@@ -127,7 +128,7 @@ impl Client {
                     locator: &r.locator,
                     offset: r.offset,
                     length: r.length,
-                    if_match: r.if_match.as_deref(),
+                    if_match: r.pin.as_ref().and_then(Condition::if_match),
                 })
                 .collect();
             plan::plan(&requests, &policy)
@@ -160,13 +161,12 @@ impl Client {
             .transfers
             .into_iter()
             .map(|t| {
-                let (locator, if_match) = slots[t.index]
+                let (locator, pin) = slots[t.index]
                     .as_ref()
                     .map(|r| {
-                        (
-                            r.locator.clone(),
-                            r.if_match.clone().filter(|t| !t.is_empty()),
-                        )
+                        // An empty `If-Match` is no condition.
+                        let pin = r.pin.clone().filter(|p| p.if_match() != Some(""));
+                        (r.locator.clone(), pin)
                     })
                     .expect("a transfer's read is planned once");
                 let parts = t
@@ -187,7 +187,7 @@ impl Client {
                     offset: t.offset,
                     length: t.length,
                     parts,
-                    if_match,
+                    pin,
                     access: Default::default(),
                 }
             })

@@ -108,6 +108,7 @@ pub fn check_head(expect: &Expect, status: u16, headers: &HeaderMap) -> Head {
         fallback_limit: expect.fallback_limit,
         pin: expect.pin,
         pin_is_callers: expect.pin_is_callers,
+        unmodified: None,
     };
     match validate::check_head(&e, status, headers) {
         validate::Head::Body {

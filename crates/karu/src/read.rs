@@ -2,6 +2,7 @@
 
 use crate::dest::{Dest, RawBuf};
 use crate::locator::Locator;
+use crate::validate::condition::Condition;
 
 /// One positional read: an object, an offset relative to the locator's window, a length,
 /// a destination, a caller's tag and an optional version condition.
@@ -17,7 +18,7 @@ pub struct Read {
     pub(crate) offset: u64,
     pub(crate) length: u64,
     pub(crate) tag: u64,
-    pub(crate) if_match: Option<String>,
+    pub(crate) pin: Option<Condition>,
     pub(crate) dest: Dest,
 }
 
@@ -30,7 +31,7 @@ impl Read {
             offset,
             length,
             tag: 0,
-            if_match: None,
+            pin: None,
             dest: Dest::Alloc,
         }
     }
@@ -44,7 +45,15 @@ impl Read {
     /// Requires the object's ETag to match (`If-Match`): a changed object fails the read with
     /// `Precondition`. Local files refuse it with `Unsupported`.
     pub fn if_match(mut self, etag: &str) -> Read {
-        self.if_match = Some(etag.to_owned());
+        self.pin = Some(Condition::IfMatch(etag.to_owned()));
+        self
+    }
+
+    /// Pins the read to a version by `condition` (a download pins its chunks to the version
+    /// its probe saw, by ETag or by `Last-Modified` and size). The planner groups reads by
+    /// `If-Match` only, so a date-pinned read is submitted alone (one chunk per batch).
+    pub(crate) fn pinned(mut self, condition: Condition) -> Read {
+        self.pin = Some(condition);
         self
     }
 
@@ -91,8 +100,8 @@ impl Read {
         self.tag
     }
 
-    /// The version condition, if any.
+    /// The `If-Match` condition, if any.
     pub fn get_if_match(&self) -> Option<&str> {
-        self.if_match.as_deref()
+        self.pin.as_ref().and_then(Condition::if_match)
     }
 }

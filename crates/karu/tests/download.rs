@@ -760,49 +760,191 @@ fn a_probe_answered_503_then_served_counts_its_retry_and_throttle() {
 }
 
 #[test]
-fn without_a_strong_etag_a_changing_object_is_never_spliced() {
-    for validators in ["etag=none", "etag=none&last_modified=1"] {
-        let server = RangeServer::start();
-        let size = 8 * CHUNK;
-        // Every request sees a new version (and, with last_modified, a new Last-Modified).
-        let l = object(
-            &server,
-            &format!("/etag-change/splice?size={size}&{validators}"),
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let dest = dest_in(&dir);
-        let result = client(&[]).download(&l, &dest, options(CHUNK, 4)).unwrap();
-        assert_eq!(result.etag, None);
-        // The probe, then one stream of the whole object: every byte from version 1.
-        let log = server.log();
-        assert_eq!(log.len(), 2, "{validators}");
-        assert_eq!(
-            log[1].range.as_deref(),
-            Some(&*format!("bytes=0-{}", size - 1))
-        );
-        check_file(&dest, &versioned_name("splice", 1), 0, size);
-        assert_eq!(entries(dir.path()), ["out.bin"]);
-    }
+fn without_any_validator_a_changing_object_is_read_in_one_stream_and_never_spliced() {
+    let server = RangeServer::start();
+    let size = 8 * CHUNK;
+    // Every request sees a new version, and no answer carries a validator.
+    let l = object(
+        &server,
+        &format!("/etag-change/splice?size={size}&etag=none"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let result = client(&[]).download(&l, &dest, options(CHUNK, 4)).unwrap();
+    assert_eq!(result.etag, None);
+    // The probe, then one unconditional stream of the whole object: every byte from
+    // version 1.
+    let log = server.log();
+    assert_eq!(log.len(), 2);
+    assert_eq!(
+        log[1].range.as_deref(),
+        Some(&*format!("bytes=0-{}", size - 1))
+    );
+    assert!(
+        log.iter()
+            .all(|r| r.header("if-unmodified-since").is_none() && r.header("if-match").is_none())
+    );
+    check_file(&dest, &versioned_name("splice", 1), 0, size);
+    assert_eq!(entries(dir.path()), ["out.bin"]);
+    let p = result.parallelism;
+    assert_eq!((p.min, p.max, p.final_, p.cuts), (1, 1, 1, 0));
 }
 
 #[test]
-fn a_stream_whose_restart_meets_another_version_fails_rather_than_splices() {
+fn without_any_validator_an_interrupted_stream_restarts_from_the_first_byte() {
     let server = RangeServer::start();
     let size = 8 * CHUNK;
-    // Versions change every second request and bodies are cut: the stream's restart (the
-    // third request) meets a new Last-Modified.
+    // Every body is cut after 300000 bytes: each retry of the stream asks again from byte 0
+    // (never from where the cut body stopped), until the three attempts run out.
     let l = object(
         &server,
-        &format!("/etag-change/restart?size={size}&etag=none&last_modified=1&every=2&k=300000"),
+        &format!("/etag-change/restart?size={size}&etag=none&every=2&k=300000"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let err = client(&[("KARU_MAX_ATTEMPTS", "3")])
+        .download(&l, &dest, options(CHUNK, 4))
+        .unwrap_err();
+    assert_eq!(err.status(), Status::Network, "{err}");
+    assert!(entries(dir.path()).is_empty());
+    let log = server.log();
+    assert_eq!(
+        log.len(),
+        1 + 3,
+        "the probe, then the stream and its two retries"
+    );
+    let whole = format!("bytes=0-{}", size - 1);
+    assert!(log[1..].iter().all(|r| r.range.as_deref() == Some(&*whole)));
+}
+
+/// The test kit's `Last-Modified` of version 0 and 1.
+const MODIFIED_V0: &str = "Thu, 01 Jan 2026 00:00:00 GMT";
+const MODIFIED_V1: &str = "Thu, 01 Jan 2026 01:00:00 GMT";
+
+#[test]
+fn a_last_modified_only_object_downloads_in_parallel_chunks_pinned_by_date() {
+    let server = RangeServer::start();
+    let size = 20 * CHUNK + 1000;
+    let l = object(
+        &server,
+        &format!("/ok/dated?size={size}&etag=none&last_modified=1&delay_ms=30"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let result = client(&[]).download(&l, &dest, options(CHUNK, 4)).unwrap();
+    check_file(&dest, "dated", 0, size);
+    assert_eq!(entries(dir.path()), ["out.bin"]);
+    let log = server.log();
+    assert_eq!(log[0].range.as_deref(), Some("bytes=0-65535"));
+    assert_eq!(
+        log[0].header("if-unmodified-since"),
+        None,
+        "the probe is not pinned"
+    );
+    let mut ranges: Vec<String> = log[1..]
+        .iter()
+        .map(|r| {
+            assert_eq!(r.header("if-unmodified-since"), Some(MODIFIED_V0));
+            assert_eq!(r.header("if-match"), None);
+            assert_eq!(r.status, 206);
+            r.range.clone().unwrap()
+        })
+        .collect();
+    ranges.sort_by_key(|r| r[6..].split('-').next().unwrap().parse::<u64>().unwrap());
+    assert_eq!(ranges, chunk_ranges(size, CHUNK, CHUNK));
+    assert!(server.max_in_flight() >= 2, "chunks run in parallel");
+    assert!(server.max_in_flight() <= 4, "{}", server.max_in_flight());
+    assert_eq!(
+        (result.size, result.downloaded, result.etag),
+        (size, size, None)
+    );
+    assert_eq!(result.requests, 21);
+    let p = result.parallelism;
+    assert_eq!((p.min, p.max, p.final_, p.cuts), (4, 4, 4, 0));
+}
+
+#[test]
+fn a_last_modified_only_object_replaced_mid_download_is_precondition() {
+    let server = RangeServer::start();
+    let size = 10 * CHUNK;
+    // From the fourth request on, the object is version 1 (a later Last-Modified).
+    let l = object(
+        &server,
+        &format!("/etag-change/dated?size={size}&etag=none&last_modified=1&at=3"),
     );
     let dir = tempfile::tempdir().unwrap();
     let dest = dest_in(&dir);
     let err = client(&[])
-        .download(&l, &dest, options(CHUNK, 4))
+        .download(&l, &dest, options(CHUNK, 1))
+        .unwrap_err();
+    assert_eq!(err.status(), Status::Precondition, "{err}");
+    assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+    let log = server.log();
+    assert_eq!(log.len(), 4, "probe, two chunks, then the 412");
+    assert_eq!(log[3].header("if-unmodified-since"), Some(MODIFIED_V0));
+    assert_eq!(log[3].status, 412);
+}
+
+#[test]
+fn a_last_modified_only_object_replaced_mid_download_restarts_whole() {
+    let server = RangeServer::start();
+    let size = 10 * CHUNK + 7;
+    let l = object(
+        &server,
+        &format!("/etag-change/dated?size={size}&etag=none&last_modified=1&at=3"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let result = client(&[])
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                on_change: OnChange::Restart,
+                ..options(CHUNK, 1)
+            },
+        )
+        .unwrap();
+    // Every byte is version 1's: nothing of version 0 was kept.
+    check_file(&dest, &versioned_name("dated", 1), 0, size);
+    assert_eq!(
+        (result.size, result.downloaded, result.etag),
+        (size, size, None)
+    );
+    assert_eq!(entries(dir.path()), ["out.bin"]);
+    let log = server.log();
+    assert_eq!(log.len(), 4 + 1 + 10);
+    assert_eq!(log[4].header("if-unmodified-since"), None);
+    assert!(
+        log[5..]
+            .iter()
+            .all(|r| r.header("if-unmodified-since") == Some(MODIFIED_V1) && r.status == 206)
+    );
+}
+
+#[test]
+fn a_chunk_answer_with_another_last_modified_is_precondition_even_if_the_server_ignores_the_date() {
+    let server = RangeServer::start();
+    let size = 10 * CHUNK;
+    // The server serves version 1 to a chunk pinned to version 0's date: only the answer's
+    // own Last-Modified shows the change.
+    let l = object(
+        &server,
+        &format!(
+            "/etag-change/ignored?size={size}&etag=none&last_modified=1&at=3&if_unmodified_since=ignore"
+        ),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dest_in(&dir);
+    let err = client(&[])
+        .download(&l, &dest, options(CHUNK, 1))
         .unwrap_err();
     assert_eq!(err.status(), Status::Precondition, "{err}");
     assert!(err.message().contains("Last-Modified"), "{err}");
-    assert!(entries(dir.path()).is_empty());
+    assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+    let log = server.log();
+    assert_eq!(log.len(), 4, "probe, two chunks, then the changed answer");
+    assert_eq!(log[3].status, 206);
 }
 
 #[test]

@@ -9,6 +9,7 @@ use crate::config::{Settings, check_managed_headers};
 use crate::error::Result;
 use crate::locator::Locator;
 use crate::transport::{MAX_REDIRECTS, RedirectPolicy, Request};
+use crate::validate::condition::Condition;
 
 /// One attempt's inputs (requests are rebuilt and re-signed for every attempt, with the
 /// final range and region).
@@ -19,8 +20,8 @@ pub(super) struct Attempt<'a> {
     pub(super) locator: &'a Locator,
     /// The bytes asked for.
     pub(super) range: ByteRange,
-    /// The ETag the object must still have, when pinned.
-    pub(super) if_match: Option<&'a str>,
+    /// The version the object must still be, when pinned.
+    pub(super) pin: Option<&'a Condition>,
     /// What the attempt signs with.
     pub(super) signing: Signing<'a>,
 }
@@ -50,13 +51,27 @@ impl<'a> Attempt<'a> {
         Endpoint::parse(self.path(), source, value, "https")
     }
 
-    /// The headers every request starts with: `Range`, then `If-Match` when pinned.
+    /// The headers every request starts with: `Range`, then `If-Match` or
+    /// `If-Unmodified-Since` when pinned.
     pub(super) fn read_headers(&self) -> Vec<(String, String)> {
         let mut headers = vec![("Range".to_owned(), self.range.header())];
-        if let Some(tag) = self.if_match {
-            headers.push(("If-Match".to_owned(), tag.to_owned()));
+        if let Some((name, value)) = self.pin.map(Condition::header) {
+            headers.push((name.to_owned(), value.to_owned()));
         }
         headers
+    }
+
+    /// The `If-Match` value, when pinned by ETag.
+    pub(super) fn if_match(&self) -> Option<&'a str> {
+        self.pin.and_then(Condition::if_match)
+    }
+
+    /// The `If-Unmodified-Since` value, when pinned by date.
+    pub(super) fn if_unmodified_since(&self) -> Option<&'a str> {
+        match self.pin {
+            Some(Condition::IfUnmodifiedSince { date, .. }) => Some(date),
+            _ => None,
+        }
     }
 
     /// Redirects of requests that carry no signature: followed, and kept to the origin

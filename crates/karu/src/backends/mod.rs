@@ -28,6 +28,7 @@ use crate::credentials::Auth;
 use crate::error::{Error, Result, Status};
 use crate::locator::{Backend, Locator};
 use crate::transport::{RedirectPolicy, Request};
+use crate::validate::condition::Condition;
 
 /// The bytes a request asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,14 +82,14 @@ pub(crate) fn prepare(
     settings: &Settings,
     locator: &Locator,
     range: ByteRange,
-    if_match: Option<&str>,
+    pin: Option<&Condition>,
     signing: Signing<'_>,
 ) -> Result<Prepared> {
     let attempt = Attempt {
         settings,
         locator,
         range,
-        if_match,
+        pin,
         signing,
     };
     match locator.backend() {

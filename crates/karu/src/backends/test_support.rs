@@ -3,12 +3,26 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::{Prepared, Signing};
+use super::{ByteRange, Prepared, Signing};
 use crate::config::Credentials;
+use crate::config::Settings;
 use crate::credentials::{Auth, Resolved};
+use crate::error::Result;
+use crate::locator::Locator;
+use crate::validate::condition::Condition;
 
-/// Backends are tested through the dispatcher, as the engine calls them.
-pub(super) use super::prepare;
+/// Backends are tested through the dispatcher, as the engine calls them, pinned by
+/// `If-Match` when `if_match` is given.
+pub(super) fn prepare(
+    settings: &Settings,
+    locator: &Locator,
+    range: ByteRange,
+    if_match: Option<&str>,
+    signing: Signing<'_>,
+) -> Result<Prepared> {
+    let pin = if_match.map(|t| Condition::IfMatch(t.to_owned()));
+    super::prepare(settings, locator, range, pin.as_ref(), signing)
+}
 pub(super) use crate::credentials::test_support::settings;
 
 /// An anonymous attempt, now.

@@ -1,7 +1,9 @@
 //! `Client::download`: one object into one file, read as parallel ranged chunks that are all
-//! pinned to the ETag a first probe saw, written positionally into a temporary file beside
-//! the destination and published atomically (spec §6, plus throttling-aware parallelism,
-//! resume across calls and a choice of what to do when the object changes).
+//! pinned to the version a first probe saw (by its strong ETag with `If-Match`, else by its
+//! `Last-Modified` and size with `If-Unmodified-Since`; with neither, one stream), written
+//! positionally into a temporary file beside the destination and published atomically
+//! (spec §6, plus throttling-aware parallelism, resume across calls and a choice of what to
+//! do when the object changes).
 
 mod sidecar;
 mod stream;
@@ -23,6 +25,7 @@ use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 use crate::probe::Ends;
 use crate::read::Read;
+use crate::validate::condition::Condition;
 use sidecar::Sidecar;
 use temp::{Temp, io_error};
 use tick::Ticker;
@@ -42,7 +45,8 @@ const RETRY_AFTER_CAP: Duration = Duration::from_secs(60);
 /// The prefix of argument errors, shared with the C ABI's `karu_client_download`.
 const FUNCTION: &str = "karu_client_download";
 
-/// What a download does when the object changes under it (a 412 on a pinned chunk).
+/// What a download does when the object changes under it (a 412 on a pinned chunk, or an
+/// answer that does not prove the pinned version).
 ///
 /// ```
 /// let options = karu::DownloadOptions { on_change: karu::OnChange::Restart, ..Default::default() };
@@ -169,7 +173,7 @@ impl DownloadOptions<'_> {
 
 /// The parallelism a download used: the window's smallest, largest and last value, and how
 /// often throttling cut it. Without throttling the three values are the requested
-/// parallelism and `cuts` is 0; an object without a strong ETag, read in one stream, has 1.
+/// parallelism and `cuts` is 0; an object with no validator, read in one stream, has 1.
 ///
 /// ```
 /// let p = karu::ParallelismStats { min: 2, max: 8, final_: 6, cuts: 1 };
@@ -228,7 +232,7 @@ pub struct DownloadResult {
     /// Credential refreshes after an authentication failure.
     pub credential_refreshes: u64,
     /// The strong ETag every chunk was pinned to (`None` for local files and servers
-    /// without one).
+    /// without one, whose chunks were pinned by `Last-Modified` or read in one stream).
     pub etag: Option<String>,
     /// The parallelism over time.
     pub parallelism: ParallelismStats,
@@ -257,6 +261,9 @@ impl Client {
     ///
     /// A probe of `min(chunk_size, 1 MiB)` bytes learns the size and strong ETag (no HEAD)
     /// and is the file's first bytes; every later chunk carries `If-Match` with that ETag.
+    /// Without a strong ETag, every chunk carries `If-Unmodified-Since` with the probe's
+    /// `Last-Modified`, and each answer must repeat that date and the probe's object size;
+    /// with neither validator the object is read in one stream.
     /// Chunks go into `<destination>.karu.part.<pid>.<n>`, which is published by hard link
     /// (never replacing a file) or, with `overwrite`, by atomic rename. Any failure or
     /// cancellation removes the temporary file (unless `resume` keeps it) and leaves the
@@ -434,6 +441,7 @@ impl Job<'_, '_> {
                     head: Vec::new(),
                     tail: Vec::new(),
                     info,
+                    date_pin: None,
                 }
             }
             Err(e) => return Err(e),
@@ -469,8 +477,14 @@ impl Job<'_, '_> {
         };
         let ticker = Ticker::start(TICK)?;
 
-        if self.locator.is_remote() && etag.is_none() && layout.size > 0 {
-            // No strong ETag: chunks could come from two versions. One stream instead.
+        // Every chunk is pinned to the probe's version: by its strong ETag, else by its
+        // `Last-Modified` and size.
+        let pin = match (&etag, &ends.date_pin) {
+            (Some(tag), _) => Some(Condition::IfMatch(tag.clone())),
+            (None, date_pin) => date_pin.clone(),
+        };
+        if self.locator.is_remote() && pin.is_none() && layout.size > 0 {
+            // No validator at all: chunks could come from two versions. One stream instead.
             let temp = Temp::create(dest)?;
             temp.set_len(layout.size)
                 .map_err(|e| io_error(dest, "cannot size temporary output", e))?;
@@ -490,7 +504,7 @@ impl Job<'_, '_> {
                 &layout,
                 &ends.head,
                 &done,
-                etag.as_deref(),
+                pin.as_ref(),
                 &ticker,
                 &mut budget,
                 &mut result,
@@ -634,7 +648,7 @@ impl Job<'_, '_> {
         layout: &Layout,
         head: &[u8],
         done: &BTreeSet<u64>,
-        etag: Option<&str>,
+        pin: Option<&Condition>,
         ticker: &Ticker,
         budget: &mut Budget,
         result: &mut DownloadResult,
@@ -670,8 +684,8 @@ impl Job<'_, '_> {
                 let (offset, length) = layout.span(index);
                 let mut read = Read::new(self.locator, offset, length)
                     .into_buffer(buffers.pop().unwrap_or_default());
-                if let Some(tag) = etag {
-                    read = read.if_match(tag);
+                if let Some(pin) = pin {
+                    read = read.pinned(pin.clone());
                 }
                 let batch = self.client.submit_chunk(read)?;
                 in_flight.push(InFlight {

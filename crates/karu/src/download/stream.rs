@@ -1,8 +1,9 @@
-//! Remote objects without a strong ETag: chunks could not be pinned to one version, so the
-//! whole object is read in one stream from its first byte, straight into the temporary
-//! file. An interrupted stream starts over from the first byte (the exchange resumes only
-//! under a strong ETag), and every answer must repeat the first one's size and
-//! `Last-Modified`: bytes of two versions are never put together.
+//! Remote objects with no validator (no strong ETag, no `Last-Modified`): chunks could not be
+//! pinned to one version, so the whole object is read in one stream from its first byte,
+//! straight into the temporary file. An interrupted stream starts over from the first byte
+//! (the exchange resumes only under a strong ETag), and every answer must repeat the first
+//! one's size (and `Last-Modified`, should one appear): bytes of two versions are never put
+//! together.
 
 use std::fs::File;
 use std::future::Future;
@@ -11,8 +12,6 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use http::HeaderMap;
-
 use crate::backends::ByteRange;
 use crate::batch::Shared;
 use crate::engine::exchange::{self, Access, Env, Fetched, Handler, RangeRead, Step};
@@ -20,6 +19,7 @@ use crate::engine::remote::LoopState;
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 use crate::transport::{self, Response};
+use crate::validate::condition::{Condition, stated_total};
 
 /// The job that streams the `size` visible bytes of `locator` into `file` (at file offset
 /// 0), counting into `counters` and stopping when they are cancelled. `total` is the object
@@ -85,28 +85,10 @@ struct Watch<H> {
     last_modified: Option<Option<String>>,
 }
 
-/// The object size an answer states: `Content-Range`'s total on a 206, `Content-Length` on
-/// a plain 200.
-fn stated_total(status: u16, headers: &HeaderMap) -> Option<u64> {
-    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
-    match status {
-        206 => header(http::header::CONTENT_RANGE)?
-            .rsplit_once('/')?
-            .1
-            .trim()
-            .parse()
-            .ok(),
-        200 if header(http::header::CONTENT_ENCODING).is_none() => {
-            header(http::header::CONTENT_LENGTH)?.trim().parse().ok()
-        }
-        _ => None,
-    }
-}
-
 impl<H: Handler<Output = Fetched>> Handler for Watch<H> {
     type Output = Fetched;
 
-    fn next_request(&self) -> (ByteRange, Option<String>) {
+    fn next_request(&self) -> (ByteRange, Option<Condition>) {
         self.inner.next_request()
     }
 
@@ -138,25 +120,5 @@ impl<H: Handler<Output = Fetched>> Handler for Watch<H> {
             self.last_modified.get_or_insert(modified);
         }
         self.inner.on_response(env, url, resp).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_stated_total_comes_from_content_range_or_a_plain_length() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            http::header::CONTENT_RANGE,
-            "bytes 0-9/100".parse().unwrap(),
-        );
-        h.insert(http::header::CONTENT_LENGTH, "10".parse().unwrap());
-        assert_eq!(stated_total(206, &h), Some(100));
-        assert_eq!(stated_total(200, &h), Some(10));
-        h.insert(http::header::CONTENT_ENCODING, "gzip".parse().unwrap());
-        assert_eq!(stated_total(200, &h), None);
-        assert_eq!(stated_total(416, &h), None);
     }
 }

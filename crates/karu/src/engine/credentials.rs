@@ -208,7 +208,7 @@ mod tests {
                 tag: 9,
                 dest: Dest::Alloc,
             }],
-            if_match: None,
+            pin: None,
             access: Default::default(),
         }
     }

@@ -19,6 +19,7 @@ use crate::credentials::{Auth, Resolved};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 use crate::transport::{self, HttpClient, Response, TransportError, TransportErrorKind};
+use crate::validate::condition::Condition;
 use crate::validate::{self, Deadline, Expect, Head, etag};
 
 use super::credentials::Lookups;
@@ -101,8 +102,8 @@ pub(crate) struct Access {
 pub(crate) trait Handler {
     /// The result of the whole exchange.
     type Output;
-    /// Range and `If-Match` for the next attempt.
-    fn next_request(&self) -> (ByteRange, Option<String>);
+    /// Range and version condition for the next attempt.
+    fn next_request(&self) -> (ByteRange, Option<Condition>);
     /// Judges a response (reading its body as needed).
     async fn on_response(&mut self, env: &Env<'_>, url: &str, resp: Response)
     -> Step<Self::Output>;
@@ -158,7 +159,7 @@ async fn attempts<H: Handler>(
             return Err(Deadline::exceeded(&url));
         }
         attempts += 1;
-        let (range, if_match) = handler.next_request();
+        let (range, pin) = handler.next_request();
         // Only signing backends learn regions: others skip the batch's map (a lock per
         // attempt).
         let region = learnt_region.clone().or_else(|| {
@@ -171,8 +172,7 @@ async fn attempts<H: Handler>(
             region: region.as_deref(),
             now: SystemTime::now(),
         };
-        let prepared =
-            backends::prepare(env.settings, locator, range, if_match.as_deref(), signing)?;
+        let prepared = backends::prepare(env.settings, locator, range, pin.as_ref(), signing)?;
         sent.note(&prepared.request, &auth);
         let used_region = prepared.region.clone();
         let signed = matches!(auth, Auth::Signed(_));
@@ -499,14 +499,16 @@ pub(crate) struct Fetched {
     pub(crate) total: Option<u64>,
     /// The strong ETag that pinned the bytes.
     pub(crate) etag: Option<String>,
+    /// The `Last-Modified` of the answer the last bytes came from.
+    pub(crate) last_modified: Option<String>,
 }
 
 /// A ranged read of `[start, last]` into a sink, resuming interrupted bodies.
 pub(crate) struct RangeRead<'c, S> {
     start: u64,
     last: u64,
-    /// The caller's `If-Match`, sent as given.
-    if_match: Option<&'c str>,
+    /// The caller's version condition, sent as given.
+    pin: Option<&'c Condition>,
     /// The caller's tag when it is a single strong one (a pin responses are checked against).
     caller_pin: Option<&'c str>,
     /// Bytes from `start` already delivered in full.
@@ -525,14 +527,16 @@ impl<'c, S: FnMut(u64, &[u8])> RangeRead<'c, S> {
         settings: &Settings,
         start: u64,
         last: u64,
-        if_match: Option<&'c str>,
+        pin: Option<&'c Condition>,
         sink: S,
     ) -> Self {
         RangeRead {
             start,
             last,
-            if_match,
-            caller_pin: if_match.filter(|t| etag::is_single_strong(t)),
+            pin,
+            caller_pin: pin
+                .and_then(Condition::if_match)
+                .filter(|t| etag::is_single_strong(t)),
             kept: 0,
             resume_tag: None,
             version_changed: false,
@@ -545,17 +549,17 @@ impl<'c, S: FnMut(u64, &[u8])> RangeRead<'c, S> {
 impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
     type Output = Fetched;
 
-    fn next_request(&self) -> (ByteRange, Option<String>) {
+    fn next_request(&self) -> (ByteRange, Option<Condition>) {
         let range = ByteRange::Span {
             first: self.start + self.kept,
             last: self.last,
         };
-        let if_match = match (self.if_match, &self.resume_tag) {
-            (Some(t), _) => Some(t.to_owned()),
-            (None, Some(t)) if self.kept > 0 => Some(t.clone()),
+        let pin = match (self.pin, &self.resume_tag) {
+            (Some(p), _) => Some(p.clone()),
+            (None, Some(t)) if self.kept > 0 => Some(Condition::IfMatch(t.clone())),
             _ => None,
         };
-        (range, if_match)
+        (range, pin)
     }
 
     fn version_change_pending(&self) -> bool {
@@ -577,6 +581,10 @@ impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
             fallback_limit: self.fallback_limit,
             pin,
             pin_is_callers: self.caller_pin.is_some(),
+            unmodified: match self.pin {
+                Some(Condition::IfUnmodifiedSince { date, total }) => Some((date, *total)),
+                _ => None,
+            },
         };
         let (skip, first, len, total, tag) =
             match validate::check_head(&expect, resp.status, &resp.headers) {
@@ -620,6 +628,11 @@ impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
         if self.resume_tag.is_none() {
             self.resume_tag = tag.clone();
         }
+        let last_modified = resp
+            .headers
+            .get(http::header::LAST_MODIFIED)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let expected_body = resp
             .headers
             .get(http::header::CONTENT_LENGTH)
@@ -652,6 +665,7 @@ impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
                     end: first + kept,
                     total,
                     etag: tag.or_else(|| self.caller_pin.map(str::to_owned)),
+                    last_modified,
                 })
             }
             Err((kept, error)) => self.interrupted(env, first, kept, error),
@@ -671,7 +685,7 @@ impl<S> RangeRead<'_, S> {
         let delivered_to = first + kept;
         let have = delivered_to.saturating_sub(self.start);
         let pinned = self.caller_pin.is_some() || self.resume_tag.is_some();
-        if self.if_match.is_some() && self.caller_pin.is_none() {
+        if self.pin.and_then(Condition::if_match).is_some() && self.caller_pin.is_none() {
             // `*` or a list: no single version to resume against.
             self.restart();
         } else if pinned && have > self.kept && first <= self.start + self.kept {

@@ -17,6 +17,7 @@ use crate::config::Settings;
 use crate::dest::Dest;
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
+use crate::validate::condition::Condition;
 
 pub(crate) use file::FileWorkers;
 pub(crate) use remote::Remote;
@@ -53,7 +54,7 @@ pub(crate) struct Work {
     pub(crate) length: u64,
     pub(crate) parts: Vec<PartRead>,
     /// The reads' version condition (all parts of a transfer share it).
-    pub(crate) if_match: Option<String>,
+    pub(crate) pin: Option<Condition>,
     /// What the credential stage resolved.
     pub(crate) access: exchange::Access,
 }

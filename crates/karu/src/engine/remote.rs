@@ -370,7 +370,7 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
         offset,
         length,
         parts,
-        if_match,
+        pin,
         access,
     } = work;
     // Buffers are allocated when the transfer runs; a read whose buffer cannot be had fails
@@ -391,7 +391,7 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
             &state.settings,
             offset,
             offset + length - 1,
-            if_match.as_deref(),
+            pin.as_ref(),
             sink,
         );
         let exchange = std::pin::pin!(async {

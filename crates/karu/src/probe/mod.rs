@@ -9,6 +9,7 @@ use std::fs::File;
 use crate::dest::Dest;
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
+use crate::validate::condition::Condition;
 
 /// What `stat` learns: the visible size and the strong ETag (none for local files, and none
 /// when the server sent a weak, invalid or missing tag).
@@ -57,6 +58,9 @@ pub struct Ends {
     pub tail: Vec<u8>,
     /// Size and ETag, as `stat` reports them.
     pub info: ObjectInfo,
+    /// The head answer's `Last-Modified` and object size as an `If-Unmodified-Since` pin,
+    /// for objects without a strong ETag (downloads pin their chunks with it).
+    pub(crate) date_pin: Option<Condition>,
 }
 
 fn io_error(locator: &Locator, e: std::io::Error) -> Error {
@@ -97,6 +101,7 @@ pub(crate) fn local_read_ends(locator: &Locator, head: u64, tail: u64) -> Result
         head,
         tail,
         info: ObjectInfo { size, etag: None },
+        date_pin: None,
     })
 }
 

@@ -13,6 +13,7 @@ use crate::engine::remote::LoopState;
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 use crate::transport::{self, Response};
+use crate::validate::condition::Condition;
 use crate::validate::{self, Suffix};
 
 /// True for 2xx and 416: answers a probe judges itself; others are classified as errors.
@@ -26,7 +27,7 @@ struct SizeProbe;
 impl Handler for SizeProbe {
     type Output = (u64, Option<String>);
 
-    fn next_request(&self) -> (ByteRange, Option<String>) {
+    fn next_request(&self) -> (ByteRange, Option<Condition>) {
         (ByteRange::Span { first: 0, last: 0 }, None)
     }
 
@@ -69,7 +70,7 @@ enum Tail {
 impl Handler for SuffixProbe {
     type Output = Tail;
 
-    fn next_request(&self) -> (ByteRange, Option<String>) {
+    fn next_request(&self) -> (ByteRange, Option<Condition>) {
         (ByteRange::Suffix(self.want), None)
     }
 
@@ -123,6 +124,7 @@ async fn read_span(
             end: start,
             total: None,
             etag: None,
+            last_modified: None,
         };
         return Ok((buf, fetched));
     }
@@ -138,7 +140,8 @@ async fn read_span(
             buf[i..i + overlap].copy_from_slice(&data[..overlap]);
             buf.extend_from_slice(&data[overlap..]);
         };
-        let mut read = RangeRead::new(env.settings, start, start + len - 1, if_match, sink);
+        let pin = if_match.map(|t| Condition::IfMatch(t.to_owned()));
+        let mut read = RangeRead::new(env.settings, start, start + len - 1, pin.as_ref(), sink);
         exchange::run(env, locator, &Access::default(), &mut read).await?
     };
     buf.truncate((fetched.end - start) as usize);
@@ -165,6 +168,14 @@ fn changed(locator: &Locator) -> Error {
     )
 }
 
+/// The `If-Unmodified-Since` pin a head answer gives: its `Last-Modified` and object size.
+fn date_pin(f: &exchange::Fetched) -> Option<Condition> {
+    Some(Condition::IfUnmodifiedSince {
+        date: f.last_modified.clone()?,
+        total: f.total,
+    })
+}
+
 /// Two sizes or strong tags that differ prove a change; a missing one proves nothing.
 fn consistent<T: PartialEq>(a: &Option<T>, b: &Option<T>) -> bool {
     match (a, b) {
@@ -188,6 +199,7 @@ pub(crate) async fn read_ends(
             head: Vec::new(),
             tail: Vec::new(),
             info,
+            date_pin: None,
         });
     }
     let env = state.env(counters);
@@ -246,10 +258,12 @@ async fn bounded(
         }
         None => head_buf[(h - t.min(h)) as usize..].to_vec(),
     };
+    let date_pin = date_pin(&head_f);
     Ok(Ends {
         head: head_buf,
         tail: tail_buf,
         info: ObjectInfo { size: wlen, etag },
+        date_pin,
     })
 }
 
@@ -294,6 +308,7 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
                 head: Vec::new(),
                 tail: Vec::new(),
                 info: ObjectInfo { size: 0, etag },
+                date_pin: None,
             });
         }
         other => other?,
@@ -329,6 +344,7 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
         }
     };
     let visible = total.saturating_sub(woff);
+    let date_pin = head_part.as_ref().and_then(|(_, f)| date_pin(f));
     let head_buf = match head_part {
         Some((mut buf, _)) => {
             buf.truncate(head.min(visible) as usize);
@@ -369,5 +385,6 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
             size: visible,
             etag,
         },
+        date_pin,
     })
 }

@@ -5,7 +5,7 @@ use http::HeaderMap;
 use http::header::{CONTENT_RANGE, CONTENT_TYPE, ETAG};
 
 use super::content_range::{self, ContentRange};
-use super::{Field, content_length, etag, fail, field, shown, transformed};
+use super::{Field, condition, content_length, etag, fail, field, shown, transformed};
 use crate::error::{Error, Status};
 
 /// What an attempt asked for.
@@ -25,6 +25,8 @@ pub(crate) struct Expect<'a> {
     pub(crate) pin: Option<&'a str>,
     /// Whether `pin` is the caller's `if_match` (true) or Karu's own resume tag (false).
     pub(crate) pin_is_callers: bool,
+    /// The `Last-Modified` date and object size an `If-Unmodified-Since` read is pinned to.
+    pub(crate) unmodified: Option<(&'a str, Option<u64>)>,
 }
 
 /// The verdict on a response head.
@@ -124,6 +126,11 @@ pub(crate) fn check_head(expect: &Expect, status: u16, headers: &HeaderMap) -> H
                 };
             }
         }
+    }
+    if let Some((date, total)) = expect.unmodified
+        && let Some(error) = condition::check_unmodified(url, date, total, status, headers)
+    {
+        return Head::Precondition(error);
     }
     match status {
         206 => partial(expect, headers, etag),
@@ -293,6 +300,7 @@ mod tests {
             fallback_limit: 8 << 20,
             pin: None,
             pin_is_callers: false,
+            unmodified: None,
         }
     }
 
@@ -650,6 +658,7 @@ mod tests {
         let caller = Expect {
             pin: Some("\"v1\""),
             pin_is_callers: true,
+            unmodified: None,
             ..expect(0, 9)
         };
         match check_head(&caller, 206, &h) {
@@ -672,6 +681,7 @@ mod tests {
         ));
         let own = Expect {
             pin_is_callers: false,
+            unmodified: None,
             ..caller
         };
         assert_eq!(check_head(&own, 206, &h), Head::VersionChanged);

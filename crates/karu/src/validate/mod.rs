@@ -7,6 +7,7 @@
 
 pub(crate) mod backoff;
 mod classify;
+pub(crate) mod condition;
 pub(crate) mod content_range;
 pub(crate) mod etag;
 mod head;

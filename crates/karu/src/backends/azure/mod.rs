@@ -176,7 +176,8 @@ pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
             account: &creds.account,
             path: &format!("{}{resource}", endpoint.path),
             range: &a.range.header(),
-            if_match: a.if_match,
+            if_match: a.if_match(),
+            if_unmodified_since: a.if_unmodified_since(),
             date: &date,
         }
         .authorization(&key);

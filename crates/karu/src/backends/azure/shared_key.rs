@@ -32,17 +32,21 @@ pub(super) struct ToSign<'a> {
     pub(super) range: &'a str,
     /// The `If-Match` header value, if any.
     pub(super) if_match: Option<&'a str>,
+    /// The `If-Unmodified-Since` header value, if any.
+    pub(super) if_unmodified_since: Option<&'a str>,
     /// The `x-ms-date` header value.
     pub(super) date: &'a str,
 }
 
 impl ToSign<'_> {
-    /// The string to sign: the verb, eleven standard headers (only If-Match and Range are
-    /// ever set), the canonical `x-ms-*` headers and the canonical resource.
+    /// The string to sign: the verb, eleven standard headers (only If-Match,
+    /// If-Unmodified-Since and Range are ever set), the canonical `x-ms-*` headers and the
+    /// canonical resource.
     fn string(&self) -> String {
         let if_match = self.if_match.unwrap_or_default();
+        let since = self.if_unmodified_since.unwrap_or_default();
         format!(
-            "GET\n\n\n\n\n\n\n\n{if_match}\n\n\n{range}\nx-ms-date:{date}\nx-ms-version:{VERSION}\n/{account}{path}",
+            "GET\n\n\n\n\n\n\n\n{if_match}\n\n{since}\n{range}\nx-ms-date:{date}\nx-ms-version:{VERSION}\n/{account}{path}",
             range = self.range,
             date = self.date,
             account = self.account,
@@ -88,6 +92,7 @@ mod tests {
             path: "/c/b",
             range: "bytes=0-9",
             if_match: None,
+            if_unmodified_since: Some("S"),
             date: "D",
         };
         let text = s.string();
@@ -95,6 +100,7 @@ mod tests {
         assert_eq!(lines.len(), 15);
         assert_eq!(lines[0], "GET");
         assert!(lines[1..8].iter().all(|l| l.is_empty()));
+        assert_eq!(lines[10], "S");
         assert_eq!(lines[11], "bytes=0-9");
         assert_eq!(
             lines[12..],

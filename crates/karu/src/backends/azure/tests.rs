@@ -87,6 +87,7 @@ fn path_style_endpoints_put_the_account_in_the_canonical_resource_twice() {
         path: "/acc/ctr/k",
         range: "bytes=3-9",
         if_match: None,
+        if_unmodified_since: None,
         date: "Sun, 30 Aug 2015 12:36:00 GMT",
     }
     .authorization(b"key");
@@ -369,7 +370,7 @@ fn stage_fields_win_and_empty_ones_fall_back_to_options_then_the_connection_stri
         settings: &settings,
         locator: &locator,
         range: RANGE,
-        if_match: None,
+        pin: None,
         signing: at(auth),
     };
     let conn = connection_string(&attempt(&Auth::Anonymous)).unwrap();
