@@ -146,6 +146,32 @@ fn a_head_that_never_comes_is_bounded_by_the_low_speed_rule_without_a_deadline()
 }
 
 #[test]
+fn a_probe_body_that_crawls_is_bounded_by_the_low_speed_rule_without_a_deadline() {
+    let server = RangeServer::start();
+    // One byte a second: far below the rule's 1024 bytes/s. Without a request deadline a body
+    // a probe keeps whole (read_ends' suffix) must still end within the rule's window plus its
+    // length at the rule's rate, on each of the two attempts (it took 200 s).
+    let c = client(&[
+        ("KARU_REQUEST_TIMEOUT", "0"),
+        ("KARU_LOW_SPEED_TIME", "1"),
+        ("KARU_MAX_ATTEMPTS", "2"),
+    ]);
+    let l = object(&server, "/trickle/crawl?size=100000&rate=1");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = Instant::now();
+    std::thread::spawn(move || {
+        let _ = tx.send(c.read_ends(&l, 0, 200).map(|_| ()).map_err(|e| e.status()));
+    });
+    let got = rx.recv_timeout(Duration::from_secs(20));
+    assert_eq!(
+        got,
+        Ok(Err(Status::Network)),
+        "probes still wait for a crawling body after {:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
 fn a_multipart_answer_with_a_matching_content_range_is_not_taken_as_data() {
     let server = RangeServer::start();
     let l = object(&server, "/multipart/parts?size=10000");

@@ -383,6 +383,30 @@ fn no_head(settings: &Settings, url: &str) -> Error {
     too_slow(url, settings.low_speed_limit(), settings.low_speed_time())
 }
 
+/// At most `max` bytes of a body kept whole (a probe's), under the low-speed rule: a body
+/// keeping the rule's pace is done within its window plus `max` bytes at its rate, so one
+/// that takes longer stalled. That step retries it with NETWORK, as a stalled streamed body.
+pub(crate) async fn bounded_prefix<T>(
+    settings: &Settings,
+    url: &str,
+    body: Incoming,
+    max: usize,
+) -> std::result::Result<Bytes, Step<T>> {
+    let read = transport::read_prefix(body, max);
+    let Some(time) = low_speed_time(settings) else {
+        return Ok(read.await);
+    };
+    let pace = Duration::try_from_secs_f64(max as f64 / settings.low_speed_limit() as f64)
+        .unwrap_or(Duration::MAX);
+    tokio::time::timeout(time.saturating_add(pace), read)
+        .await
+        .map_err(|_| Step::Retry {
+            error: no_head(settings, url),
+            retry_after: None,
+            unreachable: false,
+        })
+}
+
 /// The step for an error response whose body prefix has been read.
 fn classified_step<T>(
     url: &str,

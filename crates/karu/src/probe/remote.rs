@@ -12,7 +12,7 @@ use crate::engine::exchange::{self, Access, Env, Handler, RangeRead, Step};
 use crate::engine::remote::LoopState;
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
-use crate::transport::{self, Response};
+use crate::transport::Response;
 use crate::validate::condition::Condition;
 use crate::validate::{self, Suffix};
 
@@ -42,7 +42,10 @@ impl Handler for SizeProbe {
         }
         // Two bytes are enough to tell a one-byte body from a longer one.
         let (status, headers) = (resp.status, resp.headers);
-        let body = transport::read_prefix(resp.body, 2).await;
+        let body = match exchange::bounded_prefix(env.settings, url, resp.body, 2).await {
+            Ok(body) => body,
+            Err(stalled) => return stalled,
+        };
         match validate::probe_size(url, status, &headers, body.len() as u64) {
             Ok(v) => Step::Done(v),
             Err(e) => Step::Fail(e),
@@ -81,7 +84,10 @@ impl Handler for SuffixProbe {
         let (status, headers): (u16, HeaderMap) = (resp.status, resp.headers);
         // One byte past `want` tells a too-long 200 without reading all of it.
         let max = usize::try_from(self.want.saturating_add(1)).unwrap_or(usize::MAX);
-        let body = transport::read_prefix(resp.body, max).await;
+        let body = match exchange::bounded_prefix(env.settings, url, resp.body, max).await {
+            Ok(body) => body,
+            Err(stalled) => return stalled,
+        };
         match validate::suffix_answer(url, self.want, status, &headers, body.len() as u64) {
             Ok(Suffix::Ignored) => Step::Done(Tail::Ignored),
             Ok(Suffix::Tail {
