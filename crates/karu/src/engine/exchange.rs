@@ -452,19 +452,28 @@ pub(crate) async fn stream_body(
     len: u64,
     mut keep: impl FnMut(u64, &[u8]),
 ) -> std::result::Result<(u64, Incoming), (u64, Error)> {
-    let low_time = low_speed_time(env.settings).unwrap_or_default();
     let low_limit = env.settings.low_speed_limit();
-    let mut window = (Instant::now(), 0u64);
+    let low_time = low_speed_time(env.settings);
+    // The low-speed rule on a coarse tick: one timer per body, checked once per window (not
+    // armed per frame); each window must bring the rule's bytes.
+    let mut tick = low_time.map(|time| (time, Box::pin(tokio::time::sleep(time))));
+    let mut window = 0u64;
     let mut pos = 0u64; // body bytes seen
     let mut kept = 0u64;
     while kept < len {
-        let frame = if low_time.is_zero() {
-            body.frame().await
-        } else {
-            match tokio::time::timeout(low_time, body.frame()).await {
-                Ok(f) => f,
-                Err(_) => return Err((kept, too_slow(url, low_limit, low_time))),
-            }
+        let frame = match tick.as_mut() {
+            None => body.frame().await,
+            Some((time, sleep)) => tokio::select! {
+                frame = body.frame() => frame,
+                () = sleep.as_mut() => {
+                    if window < low_limit.saturating_mul(time.as_secs().max(1)) {
+                        return Err((kept, too_slow(url, low_limit, *time)));
+                    }
+                    window = 0;
+                    sleep.as_mut().reset(tokio::time::Instant::now() + *time);
+                    continue;
+                }
+            },
         };
         let data: Bytes = match frame {
             None => break,
@@ -481,6 +490,7 @@ pub(crate) async fn stream_body(
             },
         };
         env.received(data.len() as u64);
+        window = window.saturating_add(data.len() as u64);
         let start = pos;
         pos += data.len() as u64;
         // The part of this chunk past the skipped prefix and within the kept length.
@@ -489,16 +499,6 @@ pub(crate) async fn stream_body(
         if from < upto {
             keep(kept, &data[from as usize..upto as usize]);
             kept += upto - from;
-        }
-        if !low_time.is_zero() {
-            window.1 += data.len() as u64;
-            let elapsed = window.0.elapsed();
-            if elapsed >= low_time {
-                if window.1 < low_limit.saturating_mul(elapsed.as_secs().max(1)) {
-                    return Err((kept, too_slow(url, low_limit, low_time)));
-                }
-                window = (Instant::now(), 0);
-            }
         }
     }
     Ok((kept, body))
