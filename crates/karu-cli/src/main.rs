@@ -354,7 +354,7 @@ fn get(
         let bar = ProgressBar::new(0);
         bar.set_style(
             ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg}")
-                .expect("a valid template"),
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         // Redrawn several times a second even when no byte arrives.
         bar.enable_steady_tick(Duration::from_millis(200));

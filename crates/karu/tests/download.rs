@@ -52,8 +52,16 @@ fn chunk_ranges(size: u64, probe: u64, chunk: u64) -> Vec<String> {
     out
 }
 
-fn dest_in(dir: &tempfile::TempDir) -> PathBuf {
-    dir.path().join("out.bin")
+/// A scratch directory and the destination `out.bin` in it.
+fn scratch() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("out.bin");
+    (dir, dest)
+}
+
+/// Sorts `bytes=F-L` ranges by their first byte.
+fn by_start(ranges: &mut [String]) {
+    ranges.sort_by_key(|r| r[6..].split('-').next().unwrap().parse::<u64>().unwrap());
 }
 
 #[test]
@@ -61,8 +69,7 @@ fn the_probe_is_unpinned_every_chunk_is_pinned_and_the_window_is_bounded() {
     let server = RangeServer::start();
     let size = 20 * CHUNK + 1000;
     let l = object(&server, &format!("/ok/plan?size={size}&delay_ms=30"));
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let calls = Mutex::new(Vec::new());
     let result = client(&[])
         .download(
@@ -97,7 +104,7 @@ fn the_probe_is_unpinned_every_chunk_is_pinned_and_the_window_is_bounded() {
             r.range.clone().unwrap()
         })
         .collect();
-    ranges.sort_by_key(|r| r[6..].split('-').next().unwrap().parse::<u64>().unwrap());
+    by_start(&mut ranges);
     assert_eq!(ranges, chunk_ranges(size, CHUNK, CHUNK));
     assert!(server.max_in_flight() <= 4, "{}", server.max_in_flight());
     assert!(server.max_in_flight() >= 2, "chunks run in parallel");
@@ -124,8 +131,7 @@ fn the_probe_reads_at_most_one_mebibyte() {
     let server = RangeServer::start();
     let size = 5 << 20;
     let l = object(&server, &format!("/ok/big?size={size}"));
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (_dir, dest) = scratch();
     client(&[])
         .download(&l, &dest, options(2 << 20, 8))
         .unwrap();
@@ -148,8 +154,7 @@ fn a_cancel_from_progress_leaves_nothing_behind() {
         &server,
         &format!("/ok/cancel?size={}&delay_ms=50", 30 * CHUNK),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let mut calls = 0;
     let err = client(&[])
         .download(
@@ -181,8 +186,7 @@ fn a_change_mid_download_is_precondition_and_publishes_nothing() {
     let server = RangeServer::start();
     let size = 10 * CHUNK;
     let l = object(&server, &format!("/etag-change/moving?size={size}&at=3"));
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let err = client(&[])
         .download(&l, &dest, options(CHUNK, 1))
         .unwrap_err();
@@ -198,8 +202,7 @@ fn a_change_mid_download_restarts_once_with_on_change_restart() {
     let server = RangeServer::start();
     let size = 10 * CHUNK + 7;
     let l = object(&server, &format!("/etag-change/moving?size={size}&at=3"));
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let result = client(&[])
         .download(
             &l,
@@ -232,8 +235,7 @@ fn a_second_change_fails_even_with_restart() {
         &server,
         &format!("/etag-change/churn?size={}&every=2", 6 * CHUNK),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let err = client(&[])
         .download(
             &l,
@@ -253,8 +255,7 @@ fn an_existing_destination_is_refused_without_overwrite_and_replaced_with_it() {
     let server = RangeServer::start();
     let size = 3 * CHUNK;
     let l = object(&server, &format!("/ok/exists?size={size}"));
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     std::fs::write(&dest, b"keep me").unwrap();
     let c = client(&[]);
     let err = c.download(&l, &dest, options(CHUNK, 2)).unwrap_err();
@@ -290,8 +291,7 @@ fn an_existing_destination_is_refused_without_overwrite_and_replaced_with_it() {
 fn an_empty_object_publishes_an_empty_file_without_progress() {
     let server = RangeServer::start();
     let l = object(&server, "/ok/empty?size=0");
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (_dir, dest) = scratch();
     let mut calls = 0;
     let result = client(&[])
         .download(
@@ -323,8 +323,7 @@ fn a_window_downloads_exactly_its_bytes() {
         server.url(&format!("/ok/win?size={}", 10 * CHUNK))
     ))
     .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (_dir, dest) = scratch();
     let result = client(&[]).download(&l, &dest, options(CHUNK, 4)).unwrap();
     assert_eq!(result.size, 4 * CHUNK + 5);
     check_file(&dest, "win", 1000, 4 * CHUNK + 5);
@@ -333,7 +332,7 @@ fn a_window_downloads_exactly_its_bytes() {
         .iter()
         .map(|r| r.range.clone().unwrap())
         .collect();
-    ranges.sort_by_key(|r| r[6..].split('-').next().unwrap().parse::<u64>().unwrap());
+    by_start(&mut ranges);
     let expected: Vec<String> = [0, 1, 2, 3, 4]
         .iter()
         .map(|i| {
@@ -391,8 +390,7 @@ fn resume_fetches_only_the_missing_chunks() {
     server.register("resume", size);
     // One chunk at a time, 40 ms each: progress ticks come between chunks.
     let l = object(&server, "/ok/resume?delay_ms=40");
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let c = client(&[]);
     interrupted(&c, &l, &dest, 4 * CHUNK);
     let left = entries(dir.path());
@@ -412,7 +410,7 @@ fn resume_fetches_only_the_missing_chunks() {
     let log = server.log();
     assert_eq!(log[0].range.as_deref(), Some("bytes=0-65535"));
     let mut ranges: Vec<String> = log[1..].iter().map(|r| r.range.clone().unwrap()).collect();
-    ranges.sort_by_key(|r| r[6..].split('-').next().unwrap().parse::<u64>().unwrap());
+    by_start(&mut ranges);
     assert_eq!(ranges, chunk_ranges(size, (kept + 1) * CHUNK, CHUNK));
 }
 
@@ -422,8 +420,7 @@ fn resume_starts_over_when_the_object_changed() {
     let size = 8 * CHUNK;
     server.register("changes", size);
     let l = object(&server, "/ok/changes?delay_ms=40");
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let c = client(&[]);
     interrupted(&c, &l, &dest, 3 * CHUNK);
     server.set_version("changes", 1);
@@ -446,8 +443,7 @@ fn a_429_storm_lowers_parallelism_and_every_chunk_lands() {
     let storm = 12;
     let path = format!("/status/storm?size={size}&code=429&times={storm}&retry_after=0");
     let l = object(&server, &path);
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let result = download_in_storm(&server, &l, &dest, &client(&[]), options(16384, 8));
     check_file(&dest, "storm", 0, size);
     assert_eq!(result.throttled, storm);
@@ -463,8 +459,7 @@ fn throttled_chunks_go_back_in_the_queue_until_they_land() {
     let size = 16 * 16384;
     let path = format!("/status/past?size={size}&code=503&times=6&retry_after=0");
     let l = object(&server, &path);
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (_dir, dest) = scratch();
     // Each 503 hands its chunk back at once (no retry inside the exchange): six go back to
     // the front of the queue, and the window falls to one.
     let c = client(&[("KARU_MAX_ATTEMPTS", "2")]);
@@ -491,8 +486,7 @@ fn an_interrupted_local_copy_keeps_nothing_even_with_resume() {
 fn bad_arguments_are_invalid_with_the_spec_messages() {
     let c = client(&[]);
     let l = Locator::parse("/nonexistent/file").unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let message = |d: &Path, o: DownloadOptions<'_>| {
         let e = c.download(&l, d, o).unwrap_err();
         assert_eq!(e.status(), Status::Invalid);
@@ -524,8 +518,7 @@ fn download_async_runs_on_any_executor() {
     let server = RangeServer::start();
     let size = 5 * CHUNK;
     let l = object(&server, &format!("/ok/async?size={size}"));
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (_dir, dest) = scratch();
     let c = client(&[]);
     let future = c.download_async(&l, &dest, options(CHUNK, 2));
     fn send<T: Send>(t: T) -> T {
@@ -547,8 +540,7 @@ fn downloads_from_nginx() {
     };
     let (name, size) = common::LARGE;
     let l = Locator::parse(&format!("{}/{name}", nginx.url)).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (_dir, dest) = scratch();
     let result = client(&[])
         .download(&l, &dest, options(1 << 20, 4))
         .unwrap();
@@ -595,8 +587,7 @@ fn throttling_above_three_in_flight_costs_at_most_sixteen_answers_for_64_chunks(
         &server,
         &format!("/throttle/converge?size={size}&n=3&rate=8000000"),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let started = std::time::Instant::now();
     let result = client(&[])
         .download(&l, &dest, options(1 << 20, 16))
@@ -625,8 +616,7 @@ fn a_store_that_throttles_after_the_first_request_fails_within_the_deadline() {
             &server,
             &format!("/throttle/forever-{resume}?size={size}&after=1&code=429&retry_after=0"),
         );
-        let dir = tempfile::tempdir().unwrap();
-        let dest = dest_in(&dir);
+        let (dir, dest) = scratch();
         let started = std::time::Instant::now();
         let err = client(&[])
             .download(
@@ -673,8 +663,7 @@ fn the_deadline_bounds_a_download_that_is_too_slow() {
         &server,
         &format!("/trickle/late?size={}&rate=100000", 16 * CHUNK),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let started = std::time::Instant::now();
     let err = client(&[])
         .download(
@@ -696,8 +685,7 @@ fn progress_on_a_slow_download_comes_every_second_with_growing_counts() {
     let server = RangeServer::start();
     let size: u64 = 40 << 20;
     let l = object(&server, &format!("/trickle/slow?size={size}&rate=8000000"));
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (_dir, dest) = scratch();
     let calls = Mutex::new(Vec::new());
     let started = std::time::Instant::now();
     client(&[])
@@ -747,8 +735,7 @@ fn a_probe_answered_503_then_served_counts_its_retry_and_throttle() {
         &server,
         &format!("/status/probe?size={size}&times=1&retry_after=0"),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (_dir, dest) = scratch();
     let result = client(&[]).download(&l, &dest, options(CHUNK, 2)).unwrap();
     check_file(&dest, "probe", 0, size);
     assert_eq!(server.log()[0].status, 503);
@@ -768,8 +755,7 @@ fn without_any_validator_a_changing_object_is_read_in_one_stream_and_never_splic
         &server,
         &format!("/etag-change/splice?size={size}&etag=none"),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let result = client(&[]).download(&l, &dest, options(CHUNK, 4)).unwrap();
     assert_eq!(result.etag, None);
     // The probe, then one unconditional stream of the whole object: every byte from
@@ -800,8 +786,7 @@ fn without_any_validator_an_interrupted_stream_restarts_from_the_first_byte() {
         &server,
         &format!("/etag-change/restart?size={size}&etag=none&every=2&k=300000"),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let err = client(&[("KARU_MAX_ATTEMPTS", "3")])
         .download(&l, &dest, options(CHUNK, 4))
         .unwrap_err();
@@ -829,8 +814,7 @@ fn a_last_modified_only_object_downloads_in_parallel_chunks_pinned_by_date() {
         &server,
         &format!("/ok/dated?size={size}&etag=none&last_modified=1&delay_ms=30"),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let result = client(&[]).download(&l, &dest, options(CHUNK, 4)).unwrap();
     check_file(&dest, "dated", 0, size);
     assert_eq!(entries(dir.path()), ["out.bin"]);
@@ -850,7 +834,7 @@ fn a_last_modified_only_object_downloads_in_parallel_chunks_pinned_by_date() {
             r.range.clone().unwrap()
         })
         .collect();
-    ranges.sort_by_key(|r| r[6..].split('-').next().unwrap().parse::<u64>().unwrap());
+    by_start(&mut ranges);
     assert_eq!(ranges, chunk_ranges(size, CHUNK, CHUNK));
     assert!(server.max_in_flight() >= 2, "chunks run in parallel");
     assert!(server.max_in_flight() <= 4, "{}", server.max_in_flight());
@@ -872,8 +856,7 @@ fn a_last_modified_only_object_replaced_mid_download_is_precondition() {
         &server,
         &format!("/etag-change/dated?size={size}&etag=none&last_modified=1&at=3"),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let err = client(&[])
         .download(&l, &dest, options(CHUNK, 1))
         .unwrap_err();
@@ -893,8 +876,7 @@ fn a_last_modified_only_object_replaced_mid_download_restarts_whole() {
         &server,
         &format!("/etag-change/dated?size={size}&etag=none&last_modified=1&at=3"),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let result = client(&[])
         .download(
             &l,
@@ -934,8 +916,7 @@ fn a_chunk_answer_with_another_last_modified_is_precondition_even_if_the_server_
             "/etag-change/ignored?size={size}&etag=none&last_modified=1&at=3&if_unmodified_since=ignore"
         ),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let err = client(&[])
         .download(&l, &dest, options(CHUNK, 1))
         .unwrap_err();
@@ -951,8 +932,7 @@ fn a_chunk_answer_with_another_last_modified_is_precondition_even_if_the_server_
 fn temporary_files_of_dead_downloads_are_removed_by_a_later_run() {
     let server = RangeServer::start();
     let l = object(&server, &format!("/ok/stale?size={}", 2 * CHUNK));
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (dir, dest) = scratch();
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let dead = child.id();
     child.wait().unwrap();
@@ -969,8 +949,7 @@ fn a_throttled_chunk_waits_for_retry_after_outside_its_exchange() {
     let size = 8 * 16384;
     let path = format!("/status/wait?size={size}&code=503&times=1&retry_after=1");
     let l = object(&server, &path);
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dest_in(&dir);
+    let (_dir, dest) = scratch();
     // The probe must not meet the 503: it comes after a first read, and the counters restart
     // once the probe is done.
     client(&[("KARU_MAX_ATTEMPTS", "16")])
