@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use karu::{Config, OptionSource, Status, canonical_prefix, option_names, prefix_matches};
+use karu::fuzzing::{canonical_prefix, prefix_matches};
+use karu::{Config, OptionSource, Status, option_names};
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 

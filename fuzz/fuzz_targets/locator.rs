@@ -3,7 +3,8 @@
 //! the same object).
 #![no_main]
 
-use karu::{Locator, Status, encode_key, redact_url};
+use karu::fuzzing::{encode_key, redact_url};
+use karu::{Locator, Status};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -8,6 +8,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use crate::error::{Error, Status};
 
 /// The finished read: its tag, its status, how many bytes at the start of its buffer are
@@ -32,6 +34,7 @@ use crate::error::{Error, Status};
 /// # Ok::<(), karu::Error>(())
 /// ```
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Completion {
     /// The tag given to [`Read::tag`](crate::Read::tag).
     pub tag: u64,
@@ -65,6 +68,12 @@ impl Completion {
     pub fn into_result(self) -> Result<Vec<u8>, Error> {
         self.result.map(|()| self.buffer.unwrap_or_default())
     }
+
+    /// The buffer as [`Bytes`] on success, the error otherwise. The vector karu filled
+    /// becomes the `Bytes` itself: no copy.
+    pub fn into_bytes(self) -> Result<Bytes, Error> {
+        self.into_result().map(Bytes::from)
+    }
 }
 
 /// The nine counters of a batch (`karu_batch_stats`), read independently.
@@ -89,6 +98,7 @@ impl Completion {
 /// # Ok::<(), karu::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BatchStats {
     /// Transfers left after coalescing.
     pub transfers: u64,

@@ -1,14 +1,17 @@
 //! `Client`: the entry point. Holds a frozen settings snapshot and starts its engine on first
 //! use; submits batches, runs blocking and async reads and probes.
 
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
 
 use crate::batch::{Batch, Completion, Counters, Shared};
 use crate::config::{Config, Settings};
 use crate::dest::Dest;
 use crate::engine::remote::LoopState;
 use crate::engine::{Engine, PartRead, Remote, Work};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 use crate::plan::{self, Overrides, Policy};
 use crate::probe::{self, Ends, ObjectInfo};
@@ -239,7 +242,7 @@ impl Client {
             })
             .collect();
         let batch = self.submit(reads)?;
-        drain(&batch, n).map(|_| ())
+        drain::<Vec<u8>>(&batch, n).map(|_| ())
     }
 
     /// Reads one range, blocking. A read passing the end of the object fails with `Range`.
@@ -268,6 +271,96 @@ impl Client {
             collect(done, &mut out, &mut first_error);
         }
         first_error.map_or(Ok(out), Err)
+    }
+
+    /// The bytes of `range` (relative to the locator's window), blocking; the name and shape
+    /// of `object_store`'s `get_range`. A range passing the end of the object fails with
+    /// `Range`, a reversed one with `Invalid`; an empty one gives empty bytes without I/O.
+    ///
+    /// ```
+    /// # let path = std::env::temp_dir().join(format!("karu-doc-get-range-{}.bin", std::process::id()));
+    /// # std::fs::write(&path, b"0123456789").unwrap();
+    /// let client = karu::Client::new(&karu::Config::empty())?;
+    /// let object = karu::Locator::parse(path.to_str().unwrap())?;
+    /// assert_eq!(client.get_range(&object, 2..5)?, &b"234"[..]);
+    /// let parts = client.get_ranges(&object, &[8..10, 0..2])?;
+    /// assert_eq!(parts, [&b"89"[..], &b"01"[..]]);
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), karu::Error>(())
+    /// ```
+    pub fn get_range(&self, locator: &Locator, range: Range<u64>) -> Result<Bytes> {
+        match range_length(&range)? {
+            0 => Ok(Bytes::new()),
+            length => self.read(locator, range.start, length).map(Bytes::from),
+        }
+    }
+
+    /// The async twin of [`get_range`](Client::get_range).
+    pub async fn get_range_async(&self, locator: &Locator, range: Range<u64>) -> Result<Bytes> {
+        match range_length(&range)? {
+            0 => Ok(Bytes::new()),
+            length => Ok(Bytes::from(
+                self.read_async(locator, range.start, length).await?,
+            )),
+        }
+    }
+
+    /// The bytes of each range, in the order given, read as one batch (coalesced by the
+    /// planner) and from one version of the object: when the reads need more than one
+    /// transfer of a remote object, one `stat` first learns its strong ETag and every
+    /// transfer is pinned to it with `If-Match` (a replaced object fails with
+    /// `Precondition`). The first failure fails the call.
+    pub fn get_ranges(&self, locator: &Locator, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let mut reads = range_reads(locator, ranges)?;
+        if self.needs_pin(&reads)
+            && let Some(etag) = self.stat(locator)?.etag
+        {
+            reads = pin(reads, &etag);
+        }
+        let batch = self.submit(reads)?;
+        drain(&batch, ranges.len())
+    }
+
+    /// The async twin of [`get_ranges`](Client::get_ranges).
+    pub async fn get_ranges_async(
+        &self,
+        locator: &Locator,
+        ranges: &[Range<u64>],
+    ) -> Result<Vec<Bytes>> {
+        let mut reads = range_reads(locator, ranges)?;
+        if self.needs_pin(&reads)
+            && let Some(etag) = self.stat_async(locator).await?.etag
+        {
+            reads = pin(reads, &etag);
+        }
+        let batch = self.submit(reads)?;
+        let mut out = vec![Bytes::new(); ranges.len()];
+        let mut first_error = None;
+        while let Some(done) = batch.next_async().await {
+            collect(done, &mut out, &mut first_error);
+        }
+        first_error.map_or(Ok(out), Err)
+    }
+
+    /// True when `reads` of a remote object would take more than one transfer: only then can
+    /// two of their answers come from two versions.
+    fn needs_pin(&self, reads: &[Read]) -> bool {
+        let Some(first) = reads.first() else {
+            return false;
+        };
+        if !first.locator.is_remote() {
+            return false;
+        }
+        let requests: Vec<plan::Request<'_>> = reads
+            .iter()
+            .map(|r| plan::Request {
+                locator: &r.locator,
+                offset: r.offset,
+                length: r.length,
+                if_match: None,
+            })
+            .collect();
+        plan::plan(&requests, &self.inner.policy).transfers.len() > 1
     }
 
     /// The visible size of an object: a bounded window's length with no I/O; otherwise the
@@ -394,9 +487,36 @@ fn positional(reads: Vec<Read>) -> Vec<Read> {
         .collect()
 }
 
+/// The length of `range`, `Invalid` when it is reversed.
+fn range_length(range: &Range<u64>) -> Result<u64> {
+    range.end.checked_sub(range.start).ok_or_else(|| {
+        Error::new(
+            Status::Invalid,
+            format!("range {}..{} ends before it starts", range.start, range.end),
+        )
+    })
+}
+
+/// One read per nonempty range, tagged with its position (empty ranges stay empty).
+fn range_reads(locator: &Locator, ranges: &[Range<u64>]) -> Result<Vec<Read>> {
+    let mut reads = Vec::with_capacity(ranges.len());
+    for (i, r) in ranges.iter().enumerate() {
+        let length = range_length(r)?;
+        if length > 0 {
+            reads.push(Read::new(locator, r.start, length).tag(i as u64));
+        }
+    }
+    Ok(reads)
+}
+
+/// The reads pinned to the version `etag` names.
+fn pin(reads: Vec<Read>, etag: &str) -> Vec<Read> {
+    reads.into_iter().map(|r| r.if_match(etag)).collect()
+}
+
 /// Drains a batch whose tags are input positions.
-fn drain(batch: &Batch, n: usize) -> Result<Vec<Vec<u8>>> {
-    let mut out = vec![Vec::new(); n];
+fn drain<T: Clone + From<Vec<u8>>>(batch: &Batch, n: usize) -> Result<Vec<T>> {
+    let mut out = vec![T::from(Vec::new()); n];
     let mut first_error = None;
     for done in batch {
         collect(done, &mut out, &mut first_error);
@@ -404,10 +524,11 @@ fn drain(batch: &Batch, n: usize) -> Result<Vec<Vec<u8>>> {
     first_error.map_or(Ok(out), Err)
 }
 
-fn collect(done: Completion, out: &mut [Vec<u8>], first_error: &mut Option<Error>) {
+/// Puts a completion's buffer at its position (moved: a `Bytes` takes the vector as is).
+fn collect<T: From<Vec<u8>>>(done: Completion, out: &mut [T], first_error: &mut Option<Error>) {
     let i = done.tag as usize;
     match done.result {
-        Ok(()) => out[i] = done.buffer.unwrap_or_default(),
+        Ok(()) => out[i] = T::from(done.buffer.unwrap_or_default()),
         Err(e) => {
             first_error.get_or_insert(e);
         }

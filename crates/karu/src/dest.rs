@@ -78,7 +78,7 @@ impl RawBuf {
                 _ => {
                     let e = std::io::Error::last_os_error();
                     if e.kind() != std::io::ErrorKind::Interrupted {
-                        return Err((n, Error::new(Status::Io, e.to_string())));
+                        return Err((n, Error::new(Status::Io, e.to_string()).caused_by(e)));
                     }
                 }
             }

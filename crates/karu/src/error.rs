@@ -1,6 +1,7 @@
 //! The one error type of karu: a [`Status`] that mirrors the C statuses one to one, and a message.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Outcome codes, identical in value to the C ABI's `karu_status`.
 ///
@@ -14,6 +15,7 @@ use std::fmt;
 /// assert_eq!(Status::NotFound.as_str(), "object not found");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Status {
     /// Success.
     Ok,
@@ -132,18 +134,33 @@ impl fmt::Display for Status {
 }
 
 /// A failure: its [`Status`] and a message that names the object (redacted) or the function.
+/// A failure that came from the operating system or the transport keeps that cause as its
+/// [`source`](std::error::Error::source).
 ///
 /// ```
 /// use karu::{Error, Status};
 /// let e = Error::new(Status::Uri, "empty URI");
 /// assert_eq!(e.status(), Status::Uri);
 /// assert_eq!(e.to_string(), "empty URI");
+/// assert!(std::error::Error::source(&e).is_none());
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Error {
     status: Status,
     message: String,
+    /// Shared, so errors stay `Clone` (one transfer's failure completes all its reads).
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
+
+/// Two errors are equal when their status and message are: the cause explains, it does not
+/// identify.
+impl PartialEq for Error {
+    fn eq(&self, other: &Error) -> bool {
+        self.status == other.status && self.message == other.message
+    }
+}
+
+impl Eq for Error {}
 
 impl Error {
     /// An error with this status and message.
@@ -151,6 +168,15 @@ impl Error {
         Error {
             status,
             message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The same error, caused by `source` (an I/O or transport failure).
+    pub(crate) fn caused_by(self, source: impl std::error::Error + Send + Sync + 'static) -> Error {
+        Error {
+            source: Some(Arc::new(source)),
+            ..self
         }
     }
 
@@ -164,11 +190,25 @@ impl Error {
         &self.message
     }
 
+    /// The same error with its message rewritten by `redact`. The cause is kept only when
+    /// `redact` leaves its text as it is: a cause must not show what the message hides.
+    pub(crate) fn redacted(self, redact: impl Fn(&str) -> String) -> Error {
+        let source = self.source.filter(|s| {
+            let text = s.to_string();
+            redact(&text) == text
+        });
+        Error {
+            message: redact(&self.message),
+            source,
+            ..self
+        }
+    }
+
     /// The same error with `prefix: ` put in front of its message.
     pub fn context(self, prefix: impl fmt::Display) -> Error {
         Error {
-            status: self.status,
             message: format!("{prefix}: {}", self.message),
+            ..self
         }
     }
 }
@@ -183,7 +223,13 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// karu's result type.
 ///
@@ -207,5 +253,18 @@ mod tests {
         }
         assert_eq!(Status::from_code(3), None);
         assert_eq!(Status::from_code(-15), None);
+    }
+
+    #[test]
+    fn redaction_drops_a_cause_that_shows_what_the_message_hides() {
+        use std::error::Error as _;
+        let hide = |t: &str| t.replace("s3cr3t", "<redacted>");
+        let io = |text: &str| std::io::Error::other(text.to_owned());
+        let e = Error::new(Status::Network, "token s3cr3t").caused_by(io("sent s3cr3t"));
+        let e = e.redacted(hide);
+        assert_eq!(e.message(), "token <redacted>");
+        assert!(e.source().is_none());
+        let e = Error::new(Status::Network, "token s3cr3t").caused_by(io("reset"));
+        assert_eq!(e.redacted(hide).source().unwrap().to_string(), "reset");
     }
 }

@@ -15,6 +15,9 @@ use crate::error::Error;
 use crate::locator::{Locator, Window};
 use crate::validate::{self, content_range};
 
+pub use crate::config::{canonical_prefix, prefix_matches};
+pub use crate::locator::{encode_key, redact_url};
+
 /// `uri` parsed, with its window replaced by `offset` and `length` (windows the parser would
 /// refuse included, to reach the planner's overflow checks). `None` when `uri` does not parse.
 pub fn locator_with_window(uri: &str, offset: u64, length: Option<u64>) -> Option<Locator> {

@@ -22,6 +22,8 @@
 //! # Ok::<(), karu::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
 mod backends;
 mod batch;
 mod client;
@@ -45,13 +47,19 @@ pub use batch::{Batch, BatchStats, Completion, Completions, Next, NextAsync};
 pub use client::Client;
 pub use config::{
     Config, Credentials, CredentialsKind, CredentialsProvider, HttpVersion, OptionSource, Settings,
-    canonical_prefix, check_managed_headers, option_names, prefix_matches,
+    option_names,
 };
 pub use download::{
     DEFAULT_CHUNK_SIZE, DEFAULT_PARALLELISM, DownloadOptions, DownloadResult, OnChange,
     ParallelismStats, Progress,
 };
 pub use error::{Error, Result, Status};
-pub use locator::{Backend, Locator, Window, encode_key, redact_url};
+pub use locator::{Backend, Locator, Window};
 pub use probe::{Ends, ObjectInfo};
 pub use read::Read;
+
+/// The README's examples, compiled (and run where they may) as doc tests, so the README
+/// cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

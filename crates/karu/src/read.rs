@@ -94,14 +94,4 @@ impl Read {
     pub fn length(&self) -> u64 {
         self.length
     }
-
-    /// The caller's tag.
-    pub fn get_tag(&self) -> u64 {
-        self.tag
-    }
-
-    /// The `If-Match` condition, if any.
-    pub fn get_if_match(&self) -> Option<&str> {
-        self.pin.as_ref().and_then(Condition::if_match)
-    }
 }

@@ -16,6 +16,7 @@ use crate::error::Result;
 /// assert_eq!(CredentialsKind::from_code(0), None);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum CredentialsKind {
     /// Amazon S3 and S3-compatible stores.
     Aws = 1,

@@ -20,13 +20,6 @@ const SCHEMES: &[(&str, &str)] = &[
 ///
 /// The rewrite is a plain, case-sensitive prefix rewrite, as in the reference: no
 /// percent-decoding and no locator parsing.
-///
-/// ```
-/// use karu::canonical_prefix;
-/// assert_eq!(canonical_prefix("s3://team/private"), "/vsis3/team/private");
-/// assert_eq!(canonical_prefix("abfs://fs/dir/"), "/vsiadls/fs/dir/");
-/// assert_eq!(canonical_prefix("https://example.com/data"), "https://example.com/data");
-/// ```
 pub fn canonical_prefix(prefix: &str) -> String {
     for (scheme, vsi) in SCHEMES {
         if let Some(rest) = prefix.strip_prefix(scheme) {
@@ -39,12 +32,6 @@ pub fn canonical_prefix(prefix: &str) -> String {
 /// True when `prefix` (already canonical) matches the canonical `path` at a segment
 /// boundary: the path starts with the prefix and then ends, or the prefix ends in `/`, or the
 /// next path character is `/`. An empty prefix matches nothing.
-///
-/// ```
-/// use karu::prefix_matches;
-/// assert!(prefix_matches("/vsis3/team/private", "/vsis3/team/private/x"));
-/// assert!(!prefix_matches("/vsis3/team/private", "/vsis3/team/private-copy/x"));
-/// ```
 pub fn prefix_matches(prefix: &str, path: &str) -> bool {
     if prefix.is_empty() {
         return false;
@@ -79,7 +66,26 @@ pub(crate) fn lookup<'a>(rules: &'a [Rule], id: OptId, path: &str) -> Option<(&'
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use proptest::prelude::*;
+
+    #[test]
+    fn cloud_schemes_become_vsi_prefixes_matched_at_segment_boundaries() {
+        assert_eq!(canonical_prefix("s3://team/private"), "/vsis3/team/private");
+        assert_eq!(canonical_prefix("abfs://fs/dir/"), "/vsiadls/fs/dir/");
+        assert_eq!(
+            canonical_prefix("https://example.com/data"),
+            "https://example.com/data"
+        );
+        assert!(prefix_matches(
+            "/vsis3/team/private",
+            "/vsis3/team/private/x"
+        ));
+        assert!(!prefix_matches(
+            "/vsis3/team/private",
+            "/vsis3/team/private-copy/x"
+        ));
+    }
 
     proptest! {
         #[test]

@@ -20,6 +20,7 @@ use crate::error::{Error, Result, Status};
 /// assert_eq!(HttpVersion::default(), HttpVersion::Http1_1);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum HttpVersion {
     /// `AUTO`: negotiate.
     Auto,
@@ -66,6 +67,7 @@ impl HttpVersion {
 /// # Ok::<(), karu::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum OptionSource<'a> {
     /// The path rule with this (canonical) prefix.
     Rule(&'a str),

@@ -54,6 +54,7 @@ const FUNCTION: &str = "karu_client_download";
 /// assert_eq!(karu::OnChange::default(), karu::OnChange::Fail);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OnChange {
     /// Fail with `Precondition`; nothing is published.
     #[default]
@@ -176,10 +177,11 @@ impl DownloadOptions<'_> {
 /// parallelism and `cuts` is 0; an object with no validator, read in one stream, has 1.
 ///
 /// ```
-/// let p = karu::ParallelismStats { min: 2, max: 8, final_: 6, cuts: 1 };
-/// assert!(p.min <= p.final_ && p.final_ <= p.max);
+/// let p = karu::ParallelismStats::default(); // what a download reports, before it runs
+/// assert!(p.min <= p.final_ && p.final_ <= p.max && p.cuts == 0);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ParallelismStats {
     /// The lowest window (after throttling cut it).
     pub min: u64,
@@ -213,6 +215,7 @@ pub struct ParallelismStats {
 /// # Ok::<(), karu::Error>(())
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DownloadResult {
     /// The visible size of the object.
     pub size: u64,

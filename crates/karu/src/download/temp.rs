@@ -22,7 +22,7 @@ pub(crate) struct Temp {
 }
 
 pub(crate) fn io_error(dest: &Path, what: &str, e: io::Error) -> Error {
-    Error::new(Status::Io, format!("{}: {what}: {e}", dest.display()))
+    Error::new(Status::Io, format!("{}: {what}: {e}", dest.display())).caused_by(e)
 }
 
 /// `<dest>.karu.part.<id>`: the temporary name for id `<pid>.<n>`.

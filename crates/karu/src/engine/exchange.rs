@@ -306,7 +306,7 @@ async fn timed<F: Future>(deadline: &Deadline, fut: F) -> Option<F::Output> {
 
 /// A transport failure as a step: connection-level trouble is transient, the rest final.
 pub(crate) fn transport_step<T>(url: &str, e: TransportError) -> Step<T> {
-    let error = Error::new(e.kind.status(), format!("{url}: {}", e.message));
+    let error = Error::new(e.kind.status(), format!("{url}: {}", e.message)).caused_by(e.clone());
     match e.kind {
         TransportErrorKind::Resolve | TransportErrorKind::Connect => Step::Retry {
             error,
@@ -481,7 +481,7 @@ pub(crate) async fn stream_body(
                 let te = TransportError::classify(&e);
                 return Err((
                     kept,
-                    Error::new(Status::Network, format!("{url}: {}", te.message)),
+                    Error::new(Status::Network, format!("{url}: {}", te.message)).caused_by(te),
                 ));
             }
             Some(Ok(f)) => match f.into_data() {

@@ -144,7 +144,8 @@ fn read_transfer(w: Work, files: &mut OpenFiles, done: &mut Vec<Completion>) -> 
     let file = match files.open(&path) {
         Ok(f) => f,
         Err(e) => {
-            let error = Error::new(Status::Io, format!("{}: {e}", w.locator.display()));
+            let error =
+                Error::new(Status::Io, format!("{}: {e}", w.locator.display())).caused_by(e);
             done.extend(w.fail(&error));
             return 0;
         }

@@ -34,6 +34,7 @@ fn uri_error(message: impl Into<String>) -> Error {
 /// # Ok::<(), karu::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Backend {
     /// A local file.
     File,

@@ -174,6 +174,7 @@ pub struct Part {
 /// # Ok::<(), karu::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Transfer {
     /// A read of this transfer (its first part): its locator and `if_match` serve the
     /// whole transfer, since all parts share backend, identity and `if_match`.
@@ -205,6 +206,7 @@ pub struct Transfer {
 /// # Ok::<(), karu::Error>(())
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Plan {
     /// Transfers ordered by (backend, identity, `if_match`, offset).
     pub transfers: Vec<Transfer>,

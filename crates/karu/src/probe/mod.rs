@@ -5,6 +5,7 @@
 pub(crate) mod remote;
 
 use std::fs::File;
+use std::time::SystemTime;
 
 use crate::dest::Dest;
 use crate::error::{Error, Result, Status};
@@ -20,17 +21,22 @@ use crate::validate::condition::Condition;
 /// let client = karu::Client::new(&karu::Config::empty())?;
 /// let object = karu::Locator::parse(path.to_str().unwrap())?;
 /// let info = client.stat(&object)?;
-/// assert_eq!(info, karu::ObjectInfo { size: 4096, etag: None }); // local files have no ETag
+/// assert_eq!((info.size, info.etag), (4096, None)); // local files have no ETag
+/// assert!(info.last_modified.is_some());
 /// # std::fs::remove_file(&path).unwrap();
 /// # Ok::<(), karu::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ObjectInfo {
     /// Visible size: the window length when bounded, otherwise the object size past the
     /// window offset.
     pub size: u64,
     /// Strong ETag, quotes included.
     pub etag: Option<String>,
+    /// When the object last changed: a local file's modification time, or a remote answer's
+    /// `Last-Modified` (none when absent or not an HTTP date).
+    pub last_modified: Option<SystemTime>,
 }
 
 /// What `read_ends` returns: `min(head, size)` bytes from the start and `min(tail, size)`
@@ -51,6 +57,7 @@ pub struct ObjectInfo {
 /// # Ok::<(), karu::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Ends {
     /// The first bytes.
     pub head: Vec<u8>,
@@ -64,14 +71,23 @@ pub struct Ends {
 }
 
 fn io_error(locator: &Locator, e: std::io::Error) -> Error {
-    Error::new(Status::Io, format!("{}: {e}", locator.display()))
+    Error::new(Status::Io, format!("{}: {e}", locator.display())).caused_by(e)
 }
 
-/// Opens a local file and returns it with its visible size.
-fn open_local(locator: &Locator) -> Result<(File, u64)> {
+/// An HTTP date (`Last-Modified`) as a time; `None` when it is not one.
+pub(crate) fn http_date(value: Option<&str>) -> Option<SystemTime> {
+    httpdate::parse_http_date(value?).ok()
+}
+
+/// Opens a local file and returns it with its visible size and modification time.
+fn open_local(locator: &Locator) -> Result<(File, u64, Option<SystemTime>)> {
     let file = File::open(locator.target()).map_err(|e| io_error(locator, e))?;
-    let total = file.metadata().map_err(|e| io_error(locator, e))?.len();
-    Ok((file, visible_size(locator, total)))
+    let meta = file.metadata().map_err(|e| io_error(locator, e))?;
+    Ok((
+        file,
+        visible_size(locator, meta.len()),
+        meta.modified().ok(),
+    ))
 }
 
 /// The visible size of an object of `total` bytes through the locator's window.
@@ -85,13 +101,17 @@ pub(crate) fn visible_size(locator: &Locator, total: u64) -> u64 {
 
 /// `stat` of a local file: its visible size, no ETag.
 pub(crate) fn local_stat(locator: &Locator) -> Result<ObjectInfo> {
-    let (_, size) = open_local(locator)?;
-    Ok(ObjectInfo { size, etag: None })
+    let (_, size, last_modified) = open_local(locator)?;
+    Ok(ObjectInfo {
+        size,
+        etag: None,
+        last_modified,
+    })
 }
 
 /// `read_ends` of a local file.
 pub(crate) fn local_read_ends(locator: &Locator, head: u64, tail: u64) -> Result<Ends> {
-    let (file, size) = open_local(locator)?;
+    let (file, size, last_modified) = open_local(locator)?;
     let start = locator.window_offset();
     let head_len = head.min(size);
     let tail_len = tail.min(size);
@@ -100,7 +120,11 @@ pub(crate) fn local_read_ends(locator: &Locator, head: u64, tail: u64) -> Result
     Ok(Ends {
         head,
         tail,
-        info: ObjectInfo { size, etag: None },
+        info: ObjectInfo {
+            size,
+            etag: None,
+            last_modified,
+        },
         date_pin: None,
     })
 }

@@ -2,7 +2,10 @@
 //! trip; where the backend cannot answer suffix ranges, the head, then the tail by offset
 //! pinned by `If-Match`), through the batch path's attempt loop, validation and retries.
 
+use std::time::SystemTime;
+
 use http::HeaderMap;
+use http::header::LAST_MODIFIED;
 
 use super::{Ends, ObjectInfo, visible_size};
 use crate::backends::{self, ByteRange};
@@ -25,7 +28,7 @@ fn judged_by_probe(status: u16) -> bool {
 struct SizeProbe;
 
 impl Handler for SizeProbe {
-    type Output = (u64, Option<String>);
+    type Output = (u64, Option<String>, Option<SystemTime>);
 
     fn next_request(&self) -> (ByteRange, Option<Condition>) {
         (ByteRange::Span { first: 0, last: 0 }, None)
@@ -47,7 +50,10 @@ impl Handler for SizeProbe {
             Err(stalled) => return stalled,
         };
         match validate::probe_size(url, status, &headers, body.len() as u64) {
-            Ok(v) => Step::Done(v),
+            Ok((total, etag)) => {
+                let modified = headers.get(LAST_MODIFIED).and_then(|v| v.to_str().ok());
+                Step::Done((total, etag, super::http_date(modified)))
+            }
             Err(e) => Step::Fail(e),
         }
     }
@@ -157,10 +163,12 @@ async fn read_span(
 /// Size and strong ETag with one one-byte GET.
 pub(crate) async fn stat(state: &LoopState, locator: &Locator) -> Result<ObjectInfo> {
     let env = state.env(None);
-    let (total, etag) = exchange::run(&env, locator, &Access::default(), &mut SizeProbe).await?;
+    let (total, etag, last_modified) =
+        exchange::run(&env, locator, &Access::default(), &mut SizeProbe).await?;
     Ok(ObjectInfo {
         size: visible_size(locator, total),
         etag,
+        last_modified,
     })
 }
 
@@ -268,7 +276,11 @@ async fn bounded(
     Ok(Ends {
         head: head_buf,
         tail: tail_buf,
-        info: ObjectInfo { size: wlen, etag },
+        info: ObjectInfo {
+            size: wlen,
+            etag,
+            last_modified: super::http_date(head_f.last_modified.as_deref()),
+        },
         date_pin,
     })
 }
@@ -305,7 +317,7 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
     let head_part = match head_res.transpose() {
         // A head past the end (416): the visible object may be empty; ask its size.
         Err(e) if e.status() == Status::Range => {
-            let (total, etag) =
+            let (total, etag, last_modified) =
                 exchange::run(env, locator, &Access::default(), &mut SizeProbe).await?;
             if total > woff {
                 return Err(e);
@@ -313,7 +325,11 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
             return Ok(Ends {
                 head: Vec::new(),
                 tail: Vec::new(),
-                info: ObjectInfo { size: 0, etag },
+                info: ObjectInfo {
+                    size: 0,
+                    etag,
+                    last_modified,
+                },
                 date_pin: None,
             });
         }
@@ -341,7 +357,7 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
         (None, Some((_, f))) if f.end < woff + head => f.end,
         _ => {
             // No answer told the size (no head, suffix ignored): ask for it.
-            let (t, e) = exchange::run(env, locator, &Access::default(), &mut SizeProbe).await?;
+            let (t, e, _) = exchange::run(env, locator, &Access::default(), &mut SizeProbe).await?;
             if !consistent(&etag, &e) {
                 return Err(changed(locator));
             }
@@ -351,6 +367,9 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
     };
     let visible = total.saturating_sub(woff);
     let date_pin = head_part.as_ref().and_then(|(_, f)| date_pin(f));
+    let last_modified = head_part
+        .as_ref()
+        .and_then(|(_, f)| super::http_date(f.last_modified.as_deref()));
     let head_buf = match head_part {
         Some((mut buf, _)) => {
             buf.truncate(head.min(visible) as usize);
@@ -390,6 +409,7 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
         info: ObjectInfo {
             size: visible,
             etag,
+            last_modified,
         },
         date_pin,
     })

@@ -84,7 +84,7 @@ impl StdError for TransportError {}
 
 impl From<TransportError> for crate::Error {
     fn from(e: TransportError) -> crate::Error {
-        crate::Error::new(e.kind.status(), e.message)
+        crate::Error::new(e.kind.status(), e.message.clone()).caused_by(e)
     }
 }
 

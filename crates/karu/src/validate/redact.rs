@@ -357,7 +357,7 @@ impl Redactor {
 
     /// `error` with its message passed through [`Redactor::text`].
     pub(crate) fn error(&self, error: Error) -> Error {
-        Error::new(error.status(), self.text(error.message()))
+        error.redacted(|text| self.text(text))
     }
 }
 
