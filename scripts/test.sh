@@ -39,3 +39,5 @@ start_server azure KARU_TEST_AZURITE_URL
 start_server gcs KARU_TEST_GCS_URL
 
 cargo test --workspace "$@"
+# The Parquet reader of the object_store adapter sits behind its feature.
+cargo test -p karu-io-object-store --features parquet "$@"

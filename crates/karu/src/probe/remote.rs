@@ -71,6 +71,7 @@ enum Tail {
         data: Vec<u8>,
         total: u64,
         etag: Option<String>,
+        last_modified: Option<SystemTime>,
     },
     /// The server does not do suffix ranges.
     Ignored,
@@ -103,10 +104,12 @@ impl Handler for SuffixProbe {
                 etag,
             }) => {
                 let len = (len as usize).min(body.len());
+                let modified = headers.get(LAST_MODIFIED).and_then(|v| v.to_str().ok());
                 Step::Done(Tail::Bytes {
                     data: body[body.len() - len..].to_vec(),
                     total,
                     etag,
+                    last_modified: super::http_date(modified),
                 })
             }
             Err(e) => Step::Fail(e),
@@ -367,9 +370,11 @@ async fn open(env: &Env<'_>, locator: &Locator, woff: u64, head: u64, tail: u64)
     };
     let visible = total.saturating_sub(woff);
     let date_pin = head_part.as_ref().and_then(|(_, f)| date_pin(f));
-    let last_modified = head_part
-        .as_ref()
-        .and_then(|(_, f)| super::http_date(f.last_modified.as_deref()));
+    let last_modified = match (&head_part, &tail_part) {
+        (Some((_, f)), _) => super::http_date(f.last_modified.as_deref()),
+        (None, Some(Tail::Bytes { last_modified, .. })) => *last_modified,
+        (None, _) => None,
+    };
     let head_buf = match head_part {
         Some((mut buf, _)) => {
             buf.truncate(head.min(visible) as usize);
