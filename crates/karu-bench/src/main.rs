@@ -18,6 +18,7 @@
 //! are stopped however it ends ([`cleanup`]).
 
 mod cleanup;
+mod instructions;
 mod plain;
 mod readers;
 mod report;
@@ -147,6 +148,10 @@ struct Cli {
         default_value_t = 256
     )]
     mib: u64,
+    /// Print instructions per request (valgrind's callgrind) of one plain HTTP GET and one
+    /// signed S3 GET, karu beside object_store `get_range`, instead of a run.
+    #[arg(long, conflicts_with_all = ["quick", "soak", "d_throttled"])]
+    instructions: bool,
 }
 
 /// A server of the benchmark.
@@ -235,10 +240,16 @@ fn main() {
     match args.get(1).map(String::as_str) {
         Some("--child") => return child(&args[2..]),
         Some(soak::CHILD) => return soak::child(&args[2..]),
+        Some(instructions::CHILD) => return instructions::child(&args[2..]),
         _ => {}
     }
     cleanup::install();
     let cli = Cli::parse();
+    if cli.instructions {
+        instructions::main();
+        cleanup::finish();
+        return;
+    }
     if cli.d_throttled {
         throttled::main(cli.reps.unwrap_or(5), cli.mib);
         cleanup::finish();

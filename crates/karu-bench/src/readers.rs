@@ -222,12 +222,20 @@ impl Target {
     /// A karu client with a hermetic configuration for this target; `gap` sets
     /// `KARU_COALESCE_GAP`.
     pub fn karu_client(&self, gap: Option<u64>) -> Client {
+        self.karu_client_with(gap, None)
+    }
+
+    /// [`Target::karu_client`], with `concurrency` setting `KARU_CONCURRENCY`.
+    pub fn karu_client_with(&self, gap: Option<u64>, concurrency: Option<u32>) -> Client {
         let mut config = Config::empty();
         let mut set = |name: &str, value: &str| {
             config.set(name, Some(value)).expect("a valid option");
         };
         if let Some(gap) = gap {
             set("KARU_COALESCE_GAP", &gap.to_string());
+        }
+        if let Some(concurrency) = concurrency {
+            set("KARU_CONCURRENCY", &concurrency.to_string());
         }
         if let Some(s3) = &self.s3 {
             set("AWS_S3_ENDPOINT", &self.base);
@@ -250,7 +258,7 @@ impl Target {
 
 /// The benchmark checks a few bytes of every read (the same for every reader, so it costs
 /// them all alike and little): enough to catch a wrong range, not a full comparison.
-fn check(name: &str, offset: u64, data: &[u8], len: u64) {
+pub fn check(name: &str, offset: u64, data: &[u8], len: u64) {
     assert_eq!(data.len() as u64, len, "{name}@{offset}: wrong length");
     let probe = &data[..data.len().min(64)];
     if let Err(e) = content::check(name, offset, probe) {

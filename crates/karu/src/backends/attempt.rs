@@ -1,14 +1,19 @@
 //! What a backend builds one attempt's request from, and the steps every backend shares:
-//! options read for the object's path, endpoint options, the `Range` and `If-Match`
-//! headers, redirect handling of unsigned requests, and the configured headers appended
-//! last.
+//! the profile's endpoint, the `Range` and `If-Match` headers, redirect handling of unsigned
+//! requests, and the configured headers appended last. Requests are built straight into a
+//! parsed URL and a header map, which the transport sends as they are.
+
+use http::Uri;
+use http::header::{HeaderMap, HeaderName, HeaderValue, RANGE};
 
 use super::endpoint::Endpoint;
+use super::profile::Checked;
+use super::sigv4::SigningKeys;
 use super::{ByteRange, Prepared, Signing};
 use crate::config::{Settings, check_managed_headers};
-use crate::error::Result;
+use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
-use crate::transport::{MAX_REDIRECTS, RedirectPolicy, Request};
+use crate::transport::{self, MAX_REDIRECTS, RedirectPolicy, Request};
 use crate::validate::condition::Condition;
 
 /// One attempt's inputs (requests are rebuilt and re-signed for every attempt, with the
@@ -24,6 +29,8 @@ pub(super) struct Attempt<'a> {
     pub(super) pin: Option<&'a Condition>,
     /// What the attempt signs with.
     pub(super) signing: Signing<'a>,
+    /// The loop's derived SigV4 keys.
+    pub(super) keys: &'a SigningKeys,
 }
 
 impl<'a> Attempt<'a> {
@@ -32,33 +39,61 @@ impl<'a> Attempt<'a> {
         self.locator.identity()
     }
 
-    /// Option `name` for the object's path, empty values treated as unset.
-    pub(super) fn option(&self, name: &str) -> Option<&'a str> {
-        self.settings
-            .option(name, self.path())
-            .filter(|v| !v.is_empty())
+    /// A profile's endpoint, or the CONFIG error naming its option.
+    pub(super) fn endpoint<'e>(&self, checked: &'e Checked) -> Result<&'e Endpoint> {
+        checked
+            .as_ref()
+            .map_err(|problem| Endpoint::invalid(self.path(), problem))
     }
 
-    /// Endpoint option `name`, else `default`, checked; a bare host gets `https`.
-    pub(super) fn endpoint(&self, name: &str, default: &str) -> Result<Endpoint> {
-        self.parse_endpoint(name, self.option(name).unwrap_or(default))
-    }
-
-    /// Checks endpoint `value` from `source` (an option name, or where the value came
-    /// from); a bare host gets `https`. Errors name the source, never the value.
+    /// Checks endpoint `value` from `source` (where the value came from); a bare host gets
+    /// `https`. Errors name the source, never the value.
     pub(super) fn parse_endpoint(&self, source: &str, value: &str) -> Result<Endpoint> {
-        // Endpoints are the clouds', whose paths are their display form: no copy per attempt.
-        Endpoint::parse(self.path(), source, value, "https")
+        Endpoint::check(source, value, "https")
+            .map_err(|problem| Endpoint::invalid(self.path(), &problem))
     }
 
     /// The headers every request starts with: `Range`, then `If-Match` or
     /// `If-Unmodified-Since` when pinned.
-    pub(super) fn read_headers(&self) -> Vec<(String, String)> {
-        let mut headers = vec![("Range".to_owned(), self.range.header())];
+    pub(super) fn read_headers(&self) -> Result<HeaderMap> {
+        let mut headers = HeaderMap::with_capacity(8);
+        self.header(&mut headers, RANGE, &self.range.header())?;
         if let Some((name, value)) = self.pin.map(Condition::header) {
-            headers.push((name.to_owned(), value.to_owned()));
+            self.header(&mut headers, name, value)?;
         }
-        headers
+        Ok(headers)
+    }
+
+    /// Adds header `name: value`; a value HTTP cannot carry fails the read with URI, as the
+    /// transport would, naming the header but not the value.
+    pub(super) fn header(
+        &self,
+        headers: &mut HeaderMap,
+        name: HeaderName,
+        value: &str,
+    ) -> Result<()> {
+        let value = HeaderValue::from_str(value).map_err(|_| {
+            Error::new(
+                Status::Uri,
+                format!(
+                    "{}: invalid request header value for {:?}",
+                    self.locator.display(),
+                    name.as_str()
+                ),
+            )
+        })?;
+        headers.append(name, value);
+        Ok(())
+    }
+
+    /// The URL a backend formatted, parsed once (the transport sends it as it is).
+    pub(super) fn uri(&self, url: &str) -> Result<Uri> {
+        transport::parse_url(url).map_err(|e| {
+            Error::new(
+                e.kind.status(),
+                format!("{}: {}", self.locator.display(), e.message),
+            )
+        })
     }
 
     /// The `If-Match` value, when pinned by ETag.
@@ -88,20 +123,31 @@ impl<'a> Attempt<'a> {
     /// assembles the request.
     pub(super) fn finish(
         &self,
-        url: String,
-        mut headers: Vec<(String, String)>,
+        uri: Uri,
+        mut headers: HeaderMap,
         redirect: RedirectPolicy,
         protect_auth: bool,
     ) -> Result<Prepared> {
         let custom = self.settings.http_headers()?;
         // Most clients configure none: no per-attempt list of names to check them against.
         if !custom.is_empty() {
-            let generated: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+            let generated: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
             check_managed_headers(custom, &generated, protect_auth)?;
-            headers.extend(custom.iter().cloned());
+            for (name, value) in custom {
+                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                    Error::new(
+                        Status::Uri,
+                        format!(
+                            "{}: invalid request header name {name:?}",
+                            self.locator.display()
+                        ),
+                    )
+                })?;
+                self.header(&mut headers, name, value)?;
+            }
         }
         Ok(Prepared {
-            request: Request { url, headers },
+            request: Request { uri, headers },
             redirect,
             region: None,
         })

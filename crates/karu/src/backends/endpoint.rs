@@ -1,12 +1,12 @@
 //! Service roots given as options (`AWS_S3_ENDPOINT`, `SOURCE_ENDPOINT`, `GCS_ENDPOINT`,
-//! `HF_ENDPOINT`, Azure's endpoints): checked when a request is built, so a bad endpoint
-//! fails each read that uses it with CONFIG (spec §3.3).
+//! `HF_ENDPOINT`, Azure's endpoints): checked once per profile, and a bad endpoint fails
+//! each read that uses it with CONFIG (spec §3.3).
 
 use std::str::FromStr;
 
 use http::uri::Authority;
 
-use crate::error::{Error, Result, Status};
+use crate::error::{Error, Status};
 
 /// A checked service root: `http` or `https`, an authority without user information, and a
 /// path prefix without a trailing slash.
@@ -21,16 +21,15 @@ pub(super) struct Endpoint {
 }
 
 impl Endpoint {
-    /// Parses the value of option `name`. A value without `scheme://` gets `default_scheme`.
-    /// Errors are CONFIG and start with `what` (the object being read); they name the option
-    /// but never repeat the value, which may carry secrets.
-    pub(super) fn parse(
-        what: &str,
+    /// Checks the value of option `name`. A value without `scheme://` gets `default_scheme`.
+    /// The problem names the option but never repeats the value, which may carry secrets;
+    /// [`Endpoint::invalid`] makes it the error of a read.
+    pub(super) fn check(
         name: &str,
         value: &str,
         default_scheme: &'static str,
-    ) -> Result<Endpoint> {
-        let fail = |problem: &str| Error::new(Status::Config, format!("{what}: {name} {problem}"));
+    ) -> std::result::Result<Endpoint, String> {
+        let fail = |problem: &str| format!("{name} {problem}");
         let value = value.trim();
         if value.contains('?') {
             return Err(fail("cannot contain a query"));
@@ -82,6 +81,12 @@ impl Endpoint {
         })
     }
 
+    /// The CONFIG error of a read of `what` (the object's path) through an endpoint with
+    /// `problem`.
+    pub(super) fn invalid(what: &str, problem: &str) -> Error {
+        Error::new(Status::Config, format!("{what}: {problem}"))
+    }
+
     /// `scheme://authority/path` with no trailing slash.
     pub(super) fn root(&self) -> String {
         format!("{}://{}{}", self.scheme, self.authority, self.path)
@@ -91,9 +96,11 @@ impl Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Result;
 
     fn parse(value: &str) -> Result<Endpoint> {
-        Endpoint::parse("/vsis3/b/k", "AWS_S3_ENDPOINT", value, "https")
+        Endpoint::check("AWS_S3_ENDPOINT", value, "https")
+            .map_err(|problem| Endpoint::invalid("/vsis3/b/k", &problem))
     }
 
     #[test]
@@ -108,7 +115,7 @@ mod tests {
         for (value, root) in cases {
             assert_eq!(parse(value).unwrap().root(), root, "{value}");
         }
-        let host_only = Endpoint::parse("x", "AWS_S3_ENDPOINT", "h:1", "http").unwrap();
+        let host_only = Endpoint::check("AWS_S3_ENDPOINT", "h:1", "http").unwrap();
         assert_eq!(host_only.root(), "http://h:1");
     }
 

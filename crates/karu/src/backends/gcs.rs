@@ -6,15 +6,17 @@ use aws_lc_rs::hmac;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
-use super::Prepared;
+use ::http::header::{ACCEPT_ENCODING, AUTHORIZATION, DATE, HeaderName, HeaderValue};
+
 use super::attempt::Attempt;
+use super::{Prepared, profile};
 use crate::credentials::Auth;
 use crate::error::{Error, Result, Status};
 use crate::locator::{Locator, encode_key};
 use crate::transport::RedirectPolicy;
 
 /// `GCS_ENDPOINT`'s default.
-const DEFAULT_ENDPOINT: &str = "https://storage.googleapis.com";
+pub(super) const DEFAULT_ENDPOINT: &str = "https://storage.googleapis.com";
 
 /// How one request authenticates.
 enum Method<'a> {
@@ -23,9 +25,9 @@ enum Method<'a> {
     Hmac { id: &'a str, secret: &'a str },
 }
 
-pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
+pub(super) fn prepare(a: &Attempt, options: &profile::Gcs) -> Result<Prepared> {
     let locator = a.locator;
-    let root = a.endpoint("GCS_ENDPOINT", DEFAULT_ENDPOINT)?.root();
+    let root = a.endpoint(&options.endpoint)?.root();
     let resource = format!("/{}/{}", locator.container(), encode_key(locator.key()));
     let method = match a.signing.auth {
         Auth::Anonymous => Method::Anonymous,
@@ -45,31 +47,37 @@ pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
         }
     };
 
-    let mut headers = a.read_headers();
-    headers.push(("Accept-Encoding".to_owned(), "gzip".to_owned()));
-    let user_project = a.option("GCS_USER_PROJECT");
+    let uri = a.uri(&format!("{root}{resource}"))?;
+    let mut headers = a.read_headers()?;
+    headers.insert(ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+    let user_project = options.user_project.as_deref();
     if let Some(project) = user_project {
-        headers.push(("x-goog-user-project".to_owned(), project.to_owned()));
+        a.header(
+            &mut headers,
+            HeaderName::from_static("x-goog-user-project"),
+            project,
+        )?;
     }
     // Signed requests never follow redirects: a redirect would carry the signature elsewhere.
     let redirect = match method {
         Method::Anonymous => a.follow_redirects(),
         Method::Bearer(token) => {
-            headers.push(("Authorization".to_owned(), format!("Bearer {token}")));
+            a.header(&mut headers, AUTHORIZATION, &format!("Bearer {token}"))?;
             RedirectPolicy::Never
         }
         Method::Hmac { id, secret } => {
             let date = httpdate::fmt_http_date(a.signing.now);
             let signature = goog1_signature(secret, &date, user_project, &resource);
-            headers.push(("Date".to_owned(), date));
-            headers.push((
-                "Authorization".to_owned(),
-                format!("GOOG1 {id}:{signature}"),
-            ));
+            a.header(&mut headers, DATE, &date)?;
+            a.header(
+                &mut headers,
+                AUTHORIZATION,
+                &format!("GOOG1 {id}:{signature}"),
+            )?;
             RedirectPolicy::Never
         }
     };
-    a.finish(format!("{root}{resource}"), headers, redirect, true)
+    a.finish(uri, headers, redirect, true)
 }
 
 /// The GOOG1 (HMAC-SHA1) signature of a GET: empty Content-MD5 and Content-Type lines, the
@@ -100,7 +108,7 @@ fn no_credentials(locator: &Locator) -> Error {
 mod tests {
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-    use super::super::test_support::{header, prepare, settings, signed};
+    use super::super::test_support::{header, pairs, prepare, settings, signed};
     use super::super::{ByteRange, Signing};
     use super::*;
     use crate::config::Credentials;
@@ -147,7 +155,7 @@ mod tests {
             None,
         )
         .unwrap();
-        assert_eq!(p.request.url, "https://storage.googleapis.com/bucket/a%20b");
+        assert_eq!(p.request.uri, "https://storage.googleapis.com/bucket/a%20b");
         assert_eq!(header(&p, "Date"), Some("Sun, 30 Aug 2015 12:36:00 GMT"));
         assert_eq!(
             header(&p, "Authorization"),
@@ -181,13 +189,13 @@ mod tests {
             Some("\"etag\""),
         )
         .unwrap();
-        assert_eq!(p.request.url, "http://127.0.0.1:4443/bkt/dir/%25x%20y");
+        assert_eq!(p.request.uri, "http://127.0.0.1:4443/bkt/dir/%25x%20y");
         assert_eq!(
-            p.request.headers,
+            pairs(&p),
             vec![
-                ("Range".to_owned(), "bytes=10-29".to_owned()),
-                ("If-Match".to_owned(), "\"etag\"".to_owned()),
-                ("Accept-Encoding".to_owned(), "gzip".to_owned()),
+                ("range".to_owned(), "bytes=10-29".to_owned()),
+                ("if-match".to_owned(), "\"etag\"".to_owned()),
+                ("accept-encoding".to_owned(), "gzip".to_owned()),
             ]
         );
         assert!(matches!(
@@ -290,6 +298,6 @@ mod tests {
             None,
         )
         .unwrap();
-        assert_eq!(p.request.url, "https://gcs.example.test/b/k");
+        assert_eq!(p.request.uri, "https://gcs.example.test/b/k");
     }
 }

@@ -6,8 +6,8 @@ use crate::error::Result;
 
 pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
     a.finish(
-        a.locator.target().to_owned(),
-        a.read_headers(),
+        a.uri(a.locator.target())?,
+        a.read_headers()?,
         a.follow_redirects(),
         false,
     )

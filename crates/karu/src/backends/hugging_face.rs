@@ -6,45 +6,39 @@
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use super::Prepared;
+use ::http::header::AUTHORIZATION;
+
 use super::attempt::Attempt;
+use super::{Prepared, profile};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 
 /// `HF_ENDPOINT`'s default.
-const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+pub(super) const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
-pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
-    let root = a.endpoint("HF_ENDPOINT", DEFAULT_ENDPOINT)?.root();
-    let mut headers = a.read_headers();
-    if let Some(token) = token(a)? {
-        headers.push(("Authorization".to_owned(), format!("Bearer {token}")));
+pub(super) fn prepare(a: &Attempt, options: &profile::HuggingFace) -> Result<Prepared> {
+    let root = a.endpoint(&options.endpoint)?.root();
+    let uri = a.uri(&format!("{root}{}", a.locator.target()))?;
+    let mut headers = a.read_headers()?;
+    if let Some(token) = token(a, options)? {
+        a.header(&mut headers, AUTHORIZATION, &format!("Bearer {token}"))?;
     }
-    a.finish(
-        format!("{root}{}", a.locator.target()),
-        headers,
-        a.follow_redirects(),
-        true,
-    )
+    a.finish(uri, headers, a.follow_redirects(), true)
 }
 
 /// The token of the first source that has one: `HF_TOKEN` (or its alias), the file at
 /// `HF_TOKEN_PATH`, `<HF_HOME>/token`, then with discovery only the default token cache.
 /// `None` means anonymous.
-fn token(a: &Attempt) -> Result<Option<String>> {
+fn token(a: &Attempt, options: &profile::HuggingFace) -> Result<Option<String>> {
     let settings = a.settings;
-    if let Some(t) = a
-        .option("HF_TOKEN")
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-    {
-        return Ok(Some(t.to_owned()));
+    if let Some(t) = &options.token {
+        return Ok(Some(t.clone()));
     }
     let mut files: Vec<PathBuf> = Vec::new();
-    if let Some(file) = a.option("HF_TOKEN_PATH") {
+    if let Some(file) = &options.token_path {
         files.push(settings.expand_home(file));
     }
-    if let Some(home) = a.option("HF_HOME") {
+    if let Some(home) = &options.home {
         files.push(settings.expand_home(home).join("token"));
     }
     if settings.discovery()
@@ -82,7 +76,7 @@ fn read_token(locator: &Locator, file: &Path) -> Result<Option<String>> {
 #[cfg(test)]
 mod tests {
     use super::super::ByteRange;
-    use super::super::test_support::{anonymous, header, prepare, settings};
+    use super::super::test_support::{anonymous, header, pairs, prepare, settings};
     use super::*;
     use crate::config::Config;
     use crate::transport::RedirectPolicy;
@@ -105,14 +99,14 @@ mod tests {
     fn resolve_urls_encode_revision_and_path() {
         let p = build(&[], "hf://datasets/org/repo@v1/path/a b.bin").unwrap();
         assert_eq!(
-            p.request.url,
+            p.request.uri,
             "https://huggingface.co/datasets/org/repo/resolve/v1/path/a%20b.bin"
         );
         assert_eq!(
-            p.request.headers,
+            pairs(&p),
             vec![
-                ("Range".to_owned(), "bytes=0-9".to_owned()),
-                ("If-Match".to_owned(), "\"e\"".to_owned()),
+                ("range".to_owned(), "bytes=0-9".to_owned()),
+                ("if-match".to_owned(), "\"e\"".to_owned()),
             ]
         );
         assert!(matches!(
@@ -125,16 +119,16 @@ mod tests {
         let endpoint = [("HF_ENDPOINT", "hub.example.test//")];
         let p = build(&endpoint, "/vsihf/spaces/o/app@dev/x").unwrap();
         assert_eq!(
-            p.request.url,
+            p.request.uri,
             "https://hub.example.test/spaces/o/app/resolve/dev/x"
         );
         let p = build(&endpoint, "hf://o/m@a%b+c/f").unwrap();
         assert_eq!(
-            p.request.url,
+            p.request.uri,
             "https://hub.example.test/o/m/resolve/a%25b%2Bc/f"
         );
         let p = build(&[("HF_ENDPOINT", "http://127.0.0.1:8/")], "hf://o/m/x/y").unwrap();
-        assert_eq!(p.request.url, "http://127.0.0.1:8/o/m/resolve/main/x/y");
+        assert_eq!(p.request.uri, "http://127.0.0.1:8/o/m/resolve/main/x/y");
     }
 
     #[test]
@@ -245,7 +239,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.status(), Status::Config);
         let p = build(&[("KARU_HTTP_HEADERS", "X-A: 1")], "hf://o/m/f").unwrap();
-        assert!(p.request.headers.contains(&("X-A".into(), "1".into())));
+        assert!(pairs(&p).contains(&("x-a".into(), "1".into())));
         assert!(matches!(
             p.redirect,
             RedirectPolicy::Follow {

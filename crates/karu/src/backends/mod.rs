@@ -8,6 +8,7 @@ mod endpoint;
 mod gcs;
 mod http;
 mod hugging_face;
+mod profile;
 mod s3;
 mod sigv4;
 mod source;
@@ -19,6 +20,8 @@ use std::time::SystemTime;
 use ::http::HeaderMap;
 
 use attempt::Attempt;
+use profile::Profile;
+pub(crate) use profile::Profiles;
 // The connection string parser, for the fuzz targets (`crate::fuzzing`).
 #[cfg(feature = "fuzzing")]
 pub(crate) use azure::connection_string::ConnectionString;
@@ -77,9 +80,11 @@ pub(crate) struct Signing<'a> {
 }
 
 /// Builds the request for one attempt (requests are rebuilt and re-signed for every
-/// attempt, with the final range and region).
+/// attempt, with the final range and region) from the profile of the object's path, which
+/// `profiles` reads from `settings` once.
 pub(crate) fn prepare(
     settings: &Settings,
+    profiles: &Profiles,
     locator: &Locator,
     range: ByteRange,
     pin: Option<&Condition>,
@@ -91,19 +96,20 @@ pub(crate) fn prepare(
         range,
         pin,
         signing,
+        keys: &profiles.keys,
     };
-    match locator.backend() {
-        Backend::Http => http::prepare(&attempt),
-        Backend::S3 => s3::prepare(&attempt),
-        Backend::Source => source::prepare(&attempt),
-        Backend::Gcs => gcs::prepare(&attempt),
-        Backend::Azure | Backend::AzureDataLake => azure::prepare(&attempt),
-        Backend::HuggingFace => hugging_face::prepare(&attempt),
+    match (&*profiles.get(settings, locator), locator.backend()) {
         // Local files go to the file workers, never through a request.
-        Backend::File => Err(Error::new(
+        (_, Backend::File) => Err(Error::new(
             Status::Unsupported,
             format!("{}: a local file has no remote request", locator.display()),
         )),
+        (Profile::S3(options), _) => s3::prepare(&attempt, options),
+        (Profile::Source(options), _) => source::prepare(&attempt, options),
+        (Profile::Gcs(options), _) => gcs::prepare(&attempt, options),
+        (Profile::Azure(options), _) => azure::prepare(&attempt, options),
+        (Profile::HuggingFace(options), _) => hugging_face::prepare(&attempt, options),
+        (Profile::Plain, _) => http::prepare(&attempt),
     }
 }
 

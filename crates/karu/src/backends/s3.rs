@@ -3,11 +3,11 @@
 //! hints of error responses (spec §5.5).
 
 use ::http::HeaderMap;
+use ::http::header::{HeaderName, HeaderValue};
 
-use super::Prepared;
 use super::attempt::Attempt;
-use super::endpoint::Endpoint;
 use super::sigv4::{self, DEFAULT_REGION, valid_region};
+use super::{Prepared, profile};
 use crate::credentials::Auth;
 use crate::error::{Error, Result, Status};
 use crate::locator::encode_key;
@@ -20,29 +20,28 @@ const EXPIRED_CODES: [&str; 3] = [
     "<Code>RequestExpired</Code>",
 ];
 
-pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
+pub(super) fn prepare(a: &Attempt, options: &profile::S3) -> Result<Prepared> {
     let id = a.path();
     let resolved = match a.signing.auth {
-        Auth::Signed(r) => Some(r.as_ref()),
+        Auth::Signed(r) => Some(r),
         Auth::Anonymous => None,
         Auth::Missing => return Err(no_credentials(id)),
     };
     let region = a
         .signing
         .region
-        .or_else(|| a.option("AWS_REGION"))
+        .or(options.region.as_deref())
         .or_else(|| resolved.and_then(|r| r.region.as_deref()))
-        .unwrap_or(DEFAULT_REGION)
-        .to_owned();
-    if !valid_region(&region) {
+        .unwrap_or(DEFAULT_REGION);
+    if !valid_region(region) {
         return Err(Error::new(
             Status::Config,
             format!("{id}: AWS region contains invalid characters"),
         ));
     }
-    let url = url(a, &region)?;
+    let uri = a.uri(&url(a, options, region)?)?;
 
-    let mut headers = a.read_headers();
+    let mut headers = a.read_headers()?;
     let redirect = match resolved {
         None => a.follow_redirects(),
         Some(resolved) => {
@@ -57,17 +56,28 @@ pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
                 ));
             }
             // Validated at config freeze: the only accepted value is "requester".
-            if a.option("AWS_REQUEST_PAYER").is_some() {
-                headers.push(("x-amz-request-payer".to_owned(), "requester".to_owned()));
+            if options.request_payer {
+                headers.insert(
+                    HeaderName::from_static("x-amz-request-payer"),
+                    HeaderValue::from_static("requester"),
+                );
             }
-            sigv4::sign_get(id, &url, &mut headers, c, &region, a.signing.now)?;
+            sigv4::sign_get(
+                id,
+                &uri,
+                &mut headers,
+                resolved,
+                a.keys,
+                region,
+                a.signing.now,
+            )?;
             // A signature is bound to its host: following a redirect would only fail.
             RedirectPolicy::Never
         }
     };
     Ok(Prepared {
-        region: Some(region),
-        ..a.finish(url, headers, redirect, true)?
+        region: Some(region.to_owned()),
+        ..a.finish(uri, headers, redirect, true)?
     })
 }
 
@@ -84,29 +94,22 @@ fn no_credentials(id: &str) -> Error {
 
 /// The object URL: virtual-hosted `scheme://bucket.<authority><path>/<key>` or path-style
 /// `<endpoint>/<bucket>/<key>`.
-fn url(a: &Attempt, region: &str) -> Result<String> {
+fn url(a: &Attempt, options: &profile::S3, region: &str) -> Result<String> {
     let id = a.path();
     let bucket = a.locator.container();
     let key = encode_key(a.locator.key());
-    let default_scheme = match a.settings.flag("AWS_HTTPS", id) {
-        Some(false) => "http",
-        _ => "https",
-    };
-    let configured = a.option("AWS_S3_ENDPOINT");
-    let endpoint = match configured {
-        Some(value) => Endpoint::parse(id, "AWS_S3_ENDPOINT", value, default_scheme)?,
-        None => Endpoint {
-            scheme: default_scheme,
-            authority: format!("s3.{region}.amazonaws.com"),
-            path: String::new(),
-        },
+    let (scheme, authority, path) = match &options.endpoint {
+        Some(checked) => {
+            let e = a.endpoint(checked)?;
+            (e.scheme, e.authority.as_str(), e.path.as_str())
+        }
+        None => (options.scheme, "", ""),
     };
     // Dotted bucket names break the wildcard certificate of `*.s3.<region>.amazonaws.com`,
     // and other stores rarely resolve bucket subdomains: path style unless asked.
-    let virtual_hosting = a
-        .settings
-        .flag("AWS_VIRTUAL_HOSTING", id)
-        .unwrap_or(configured.is_none() && !bucket.contains('.'));
+    let virtual_hosting = options
+        .virtual_hosting
+        .unwrap_or(options.endpoint.is_none() && !bucket.contains('.'));
     if virtual_hosting && !host_safe(bucket) {
         return Err(Error::new(
             Status::Config,
@@ -116,13 +119,18 @@ fn url(a: &Attempt, region: &str) -> Result<String> {
             ),
         ));
     }
-    Ok(if virtual_hosting {
-        format!(
-            "{}://{bucket}.{}{}/{key}",
-            endpoint.scheme, endpoint.authority, endpoint.path
-        )
+    // The default endpoint is the region's.
+    let regional;
+    let authority = if options.endpoint.is_none() {
+        regional = format!("s3.{region}.amazonaws.com");
+        regional.as_str()
     } else {
-        format!("{}/{}/{key}", endpoint.root(), encode_key(bucket))
+        authority
+    };
+    Ok(if virtual_hosting {
+        format!("{scheme}://{bucket}.{authority}{path}/{key}")
+    } else {
+        format!("{scheme}://{authority}{path}/{}/{key}", encode_key(bucket))
     })
 }
 
@@ -220,7 +228,8 @@ mod tests {
         prepare_with(options, uri, &Auth::Anonymous, None)
             .unwrap()
             .request
-            .url
+            .uri
+            .to_string()
     }
 
     #[test]
@@ -307,7 +316,7 @@ mod tests {
             "ca-central-1"
         );
         let p = prepare_with(&option, uri, &signed(None), Some("ca-central-1")).unwrap();
-        assert_eq!(p.request.url, "https://b.s3.ca-central-1.amazonaws.com/k");
+        assert_eq!(p.request.uri, "https://b.s3.ca-central-1.amazonaws.com/k");
         assert!(
             header(&p, "authorization")
                 .unwrap()
@@ -356,8 +365,8 @@ mod tests {
             None,
         )
         .unwrap();
-        let names: Vec<&str> = p.request.headers.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["Range", "If-Match"]);
+        let names: Vec<&str> = p.request.headers.keys().map(|n| n.as_str()).collect();
+        assert_eq!(names, ["range", "if-match"]);
         assert_eq!(header(&p, "range"), Some("bytes=10-29"));
         assert_eq!(
             p.redirect,
@@ -373,7 +382,7 @@ mod tests {
     fn signed_requests_reproduce_the_vector_and_never_follow_redirects() {
         let p = prepare_with(&[], "s3://examplebucket/test file", &signed(None), None).unwrap();
         assert_eq!(
-            p.request.url,
+            p.request.uri,
             "https://examplebucket.s3.us-east-1.amazonaws.com/test%20file"
         );
         assert_eq!(p.redirect, RedirectPolicy::Never);

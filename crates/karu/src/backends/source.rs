@@ -2,20 +2,20 @@
 //! anonymous by default, signed with the S3 signer when configured. No region correction
 //! and no requester pays.
 
-use super::Prepared;
 use super::attempt::Attempt;
 use super::sigv4::{self, DEFAULT_REGION, valid_region};
+use super::{Prepared, profile};
 use crate::credentials::Auth;
 use crate::error::{Error, Result, Status};
 use crate::locator::encode_key;
 use crate::transport::RedirectPolicy;
 
 /// The public endpoint.
-const DEFAULT_ENDPOINT: &str = "https://data.source.coop";
+pub(super) const DEFAULT_ENDPOINT: &str = "https://data.source.coop";
 
-pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
+pub(super) fn prepare(a: &Attempt, options: &profile::Source) -> Result<Prepared> {
     let id = a.path();
-    let endpoint = a.endpoint("SOURCE_ENDPOINT", DEFAULT_ENDPOINT)?;
+    let endpoint = a.endpoint(&options.endpoint)?;
     // The locator's key is `product/key`; both are encoded like any cloud key.
     let url = format!(
         "{}/{}/{}",
@@ -23,7 +23,8 @@ pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
         encode_key(a.locator.container()),
         encode_key(a.locator.key())
     );
-    let mut headers = a.read_headers();
+    let uri = a.uri(&url)?;
+    let mut headers = a.read_headers()?;
     let redirect = match a.signing.auth {
         Auth::Anonymous => a.follow_redirects(),
         Auth::Missing => {
@@ -44,8 +45,9 @@ pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
                     format!("{id}: Source credentials require an access key and secret"),
                 ));
             }
-            let region = a
-                .option("SOURCE_REGION")
+            let region = options
+                .region
+                .as_deref()
                 .or(resolved.region.as_deref())
                 .unwrap_or(DEFAULT_REGION);
             if !valid_region(region) {
@@ -54,11 +56,19 @@ pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
                     format!("{id}: Source region contains invalid characters"),
                 ));
             }
-            sigv4::sign_get(id, &url, &mut headers, c, region, a.signing.now)?;
+            sigv4::sign_get(
+                id,
+                &uri,
+                &mut headers,
+                resolved,
+                a.keys,
+                region,
+                a.signing.now,
+            )?;
             RedirectPolicy::Never
         }
     };
-    a.finish(url, headers, redirect, true)
+    a.finish(uri, headers, redirect, true)
 }
 
 #[cfg(test)]
@@ -66,7 +76,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, SystemTime};
 
-    use super::super::test_support::{header, prepare, settings};
+    use super::super::test_support::{header, pairs, prepare, settings};
     use ::http::HeaderMap;
 
     use super::super::{ByteRange, Correction, Signing};
@@ -109,13 +119,10 @@ mod tests {
     fn anonymous_reads_are_path_style_against_the_endpoint() {
         let p = prepare_with(&[], "source://acct/prod/dir/a b.bin", &Auth::Anonymous).unwrap();
         assert_eq!(
-            p.request.url,
+            p.request.uri,
             "https://data.source.coop/acct/prod/dir/a%20b.bin"
         );
-        assert_eq!(
-            p.request.headers,
-            [("Range".to_owned(), "bytes=-16".to_owned())]
-        );
+        assert_eq!(pairs(&p), [("range".to_owned(), "bytes=-16".to_owned())]);
         assert!(matches!(p.redirect, RedirectPolicy::Follow { .. }));
         assert_eq!(p.region, None);
         let p = prepare_with(
@@ -124,7 +131,7 @@ mod tests {
             &Auth::Anonymous,
         )
         .unwrap();
-        assert_eq!(p.request.url, "http://127.0.0.1:5000/acct/prod/k");
+        assert_eq!(p.request.uri, "http://127.0.0.1:5000/acct/prod/k");
     }
 
     #[test]

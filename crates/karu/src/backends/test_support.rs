@@ -21,7 +21,8 @@ pub(super) fn prepare(
     signing: Signing<'_>,
 ) -> Result<Prepared> {
     let pin = if_match.map(|t| Condition::IfMatch(t.to_owned()));
-    super::prepare(settings, locator, range, pin.as_ref(), signing)
+    let profiles = super::Profiles::default();
+    super::prepare(settings, &profiles, locator, range, pin.as_ref(), signing)
 }
 pub(super) use crate::credentials::test_support::settings;
 
@@ -44,7 +45,15 @@ pub(super) fn signed(credentials: Credentials) -> Auth {
 pub(super) fn header<'a>(p: &'a Prepared, name: &str) -> Option<&'a str> {
     p.request
         .headers
+        .get(name.to_ascii_lowercase().as_str())
+        .and_then(|v| v.to_str().ok())
+}
+
+/// A prepared request's headers as (name, value) pairs, in order.
+pub(super) fn pairs(p: &Prepared) -> Vec<(String, String)> {
+    p.request
+        .headers
         .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_str())
+        .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+        .collect()
 }

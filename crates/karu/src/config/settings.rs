@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::headers::{MALFORMED, parse_headers};
 use super::options::{credential_options, def, id_of, resolve, secret_options};
 use super::provider::{CredentialsKind, CredentialsProvider};
+use super::rules::prefix_matches;
 use super::validate::{check_layer, is_truthy, uint_or};
 use super::{Config, Layers, Providers};
 use crate::error::{Error, Result, Status};
@@ -364,6 +365,20 @@ impl Settings {
     pub fn option(&self, name: &str, path: &str) -> Option<&str> {
         let id = resolve(name)?;
         self.0.layers.lookup(id, path).map(|(v, _)| v)
+    }
+
+    /// The path rules that apply to `path`, by position: paths with the same rules read
+    /// the same value of every option, so what is derived from options can be kept per
+    /// scope (one entry for every path when no rule is set).
+    pub(crate) fn rule_scope(&self, path: &str) -> Vec<usize> {
+        self.0
+            .layers
+            .rules
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| prefix_matches(&r.prefix, path))
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// Where [`Settings::option`] finds its value.

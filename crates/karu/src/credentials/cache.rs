@@ -154,6 +154,20 @@ impl CredentialCache {
         })
     }
 
+    /// A key shared by the locators whose [`CredentialCache::resolve`] finds the same
+    /// answer at one moment: a native chain reads only options, so the backend and the path
+    /// rules that apply decide it. `None` under a custom provider, which is asked per path.
+    pub(crate) fn scope(
+        settings: &Settings,
+        locator: &Locator,
+    ) -> Option<(crate::locator::Backend, Vec<usize>)> {
+        let kind = super::kind_of(locator.backend())?;
+        if settings.credentials_provider(kind).is_some() {
+            return None;
+        }
+        Some((locator.backend(), settings.rule_scope(locator.identity())))
+    }
+
     /// Forgets `rejected`, the value a server refused for `locator` as expired, together
     /// with a lookup in flight for it, whose late result is then not stored. A value already
     /// replaced is left alone: when many transfers are rejected at once, the first refresh

@@ -1,7 +1,9 @@
 //! The credential stage: transfers of signed cloud backends resolve their credentials on a
 //! few worker threads, never on the IO loops, then go on to the loops. Plain HTTP skips it.
-//! Running transfers (a refresh after an expired token) and async probes ask the same
-//! workers through [`Lookups`] and await the answer without blocking their loop.
+//! Transfers travel in runs: one queue hop per run, one lookup per run of transfers in the
+//! same credential scope, and one hand-over to the loops per run. Running transfers (a
+//! refresh after an expired token) and async probes ask the same workers through [`Lookups`]
+//! and await the answer without blocking their loop.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,18 +19,29 @@ use crate::locator::Locator;
 pub(crate) trait Resolver: Send + Sync {
     /// How `locator` is signed, looked up before `deadline` (blocking).
     fn resolve(&self, locator: &Locator, deadline: Option<Instant>) -> Result<Auth>;
+    /// A key equal for locators that [`Resolver::resolve`] answers alike at one moment, or
+    /// `None` when each needs its own lookup.
+    fn scope(&self, locator: &Locator) -> Option<Scope>;
     /// Forgets cached credentials for `locator`.
     fn invalidate(&self, locator: &Locator, rejected: &Arc<Resolved>);
     /// When a lookup started now must be done (the read's request timeout).
     fn deadline_from(&self, start: Instant) -> Option<Instant>;
 }
 
-/// Hands a transfer with its credentials on to the IO loops.
-pub(crate) type Forward = dyn Fn(&Arc<Shared>, Work) + Send + Sync;
+/// What [`Resolver::scope`] groups transfers by.
+pub(crate) type Scope = (crate::locator::Backend, Vec<usize>);
+
+/// Hands transfers with their credentials on to the IO loops.
+pub(crate) type Forward = dyn Fn(&Arc<Shared>, Vec<Work>) + Send + Sync;
+
+/// Transfers resolved and handed on together: large enough that a big batch costs few
+/// queue hops, small enough that the loops start on the first run while workers resolve the
+/// next ones.
+const RUN: usize = 64;
 
 enum Job {
-    /// A transfer to resolve, then forward.
-    Transfer(Arc<Shared>, Work),
+    /// A run of one batch's transfers to resolve, then forward.
+    Transfers(Arc<Shared>, Vec<Work>),
     /// A lookup someone awaits.
     Lookup {
         locator: Locator,
@@ -108,12 +121,20 @@ impl CredentialStage {
         Ok(stage)
     }
 
-    /// Queues transfers for resolution.
+    /// Queues transfers for resolution, in runs of at most [`RUN`].
     pub(crate) fn submit(&self, batch: &Arc<Shared>, work: Vec<Work>) {
-        self.queue.jobs.push(
-            work.into_iter()
-                .map(|w| Job::Transfer(Arc::clone(batch), w)),
-        );
+        if work.is_empty() {
+            return;
+        }
+        let mut runs = Vec::with_capacity(work.len().div_ceil(RUN));
+        let mut work = work.into_iter().peekable();
+        while work.peek().is_some() {
+            runs.push(Job::Transfers(
+                Arc::clone(batch),
+                work.by_ref().take(RUN).collect(),
+            ));
+        }
+        self.queue.jobs.push(runs);
     }
 
     /// A handle for awaited lookups.
@@ -133,7 +154,7 @@ impl Drop for CredentialStage {
 fn work(queue: &Queue) {
     while let Some(job) = queue.jobs.pop() {
         match job {
-            Job::Transfer(batch, w) => transfer(queue, batch, w),
+            Job::Transfers(batch, run) => transfers(queue, &batch, run),
             Job::Lookup {
                 locator,
                 refresh,
@@ -152,23 +173,42 @@ fn work(queue: &Queue) {
     }
 }
 
-fn transfer(queue: &Queue, batch: Arc<Shared>, mut w: Work) {
+/// Resolves a run of transfers, looking up once for consecutive transfers of one scope, and
+/// forwards those with credentials together; the others fail.
+fn transfers(queue: &Queue, batch: &Arc<Shared>, run: Vec<Work>) {
     if batch.is_cancelled() {
         return;
     }
     // The read's deadline covers the credential lookup (spec §5.5).
     let started = Instant::now();
-    w.access.started = Some(started);
     let deadline = queue.resolver.deadline_from(started);
-    match guarded(&w.locator, || queue.resolver.resolve(&w.locator, deadline)) {
-        Ok(auth) => {
-            w.access.auth = Some(auth);
-            (queue.forward)(&batch, w);
+    let mut ready = Vec::with_capacity(run.len());
+    let mut last: Option<(Scope, Auth)> = None;
+    for mut w in run {
+        w.access.started = Some(started);
+        let scope = queue.resolver.scope(&w.locator);
+        let known = match (&last, &scope) {
+            (Some((s, auth)), Some(scope)) if s == scope => Some(auth.clone()),
+            _ => None,
+        };
+        let answer = match known {
+            Some(auth) => Ok(auth),
+            None => guarded(&w.locator, || queue.resolver.resolve(&w.locator, deadline)),
+        };
+        match answer {
+            Ok(auth) => {
+                last = scope.map(|s| (s, auth.clone()));
+                w.access.auth = Some(auth);
+                ready.push(w);
+            }
+            Err(e) => {
+                Counters::add(&batch.counters.transfers_finished, 1);
+                batch.complete(w.fail(&e));
+            }
         }
-        Err(e) => {
-            Counters::add(&batch.counters.transfers_finished, 1);
-            batch.complete(w.fail(&e));
-        }
+    }
+    if !ready.is_empty() {
+        (queue.forward)(batch, ready);
     }
 }
 
@@ -233,6 +273,9 @@ mod tests {
         fn invalidate(&self, _l: &Locator, _rejected: &Arc<Resolved>) {
             self.invalidated.fetch_add(1, Ordering::SeqCst);
         }
+        fn scope(&self, _l: &Locator) -> Option<Scope> {
+            None
+        }
         fn deadline_from(&self, _start: Instant) -> Option<Instant> {
             None
         }
@@ -252,13 +295,15 @@ mod tests {
         let stage = CredentialStage::start(
             2,
             Arc::new(Fake::default()),
-            Box::new(move |_, w: Work| {
+            Box::new(move |_, run: Vec<Work>| {
                 let who = std::thread::current().name().unwrap_or("").to_owned();
-                let key = key_of(w.access.auth.as_ref().unwrap());
-                tx.lock()
-                    .unwrap()
-                    .send((who, key, w.access.started.is_some()))
-                    .unwrap();
+                for w in run {
+                    let key = key_of(w.access.auth.as_ref().unwrap());
+                    tx.lock()
+                        .unwrap()
+                        .send((who.clone(), key, w.access.started.is_some()))
+                        .unwrap();
+                }
             }),
         )
         .unwrap();

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use crate::backends::{self, ByteRange, Correction, Signing};
+use crate::backends::{self, ByteRange, Correction, Profiles, Signing};
 use crate::batch::{Counters, Shared};
 use crate::config::Settings;
 use crate::credentials::{Auth, Resolved};
@@ -58,6 +58,8 @@ pub(crate) struct Env<'a> {
     pub(crate) rng: &'a RefCell<fastrand::Rng>,
     /// The credential workers, for lookups of probes and refreshes after a rejection.
     pub(crate) lookups: &'a Lookups,
+    /// This loop's backend profiles (options read once per backend and path rules).
+    pub(crate) profiles: &'a Profiles,
 }
 
 impl Env<'_> {
@@ -172,16 +174,24 @@ async fn attempts<H: Handler>(
             region: region.as_deref(),
             now: SystemTime::now(),
         };
-        let prepared = backends::prepare(env.settings, locator, range, pin.as_ref(), signing)?;
+        let prepared = backends::prepare(
+            env.settings,
+            env.profiles,
+            locator,
+            range,
+            pin.as_ref(),
+            signing,
+        )?;
         sent.note(&prepared.request, &auth);
-        let used_region = prepared.region.clone();
+        let backends::Prepared {
+            request,
+            redirect,
+            region: used_region,
+        } = prepared;
         let signed = matches!(auth, Auth::Signed(_));
         let throttled = std::cell::Cell::new(false);
         let attempt = async {
-            let answer = low_speed_bound(
-                env.settings,
-                env.client.send(prepared.request, prepared.redirect),
-            );
+            let answer = low_speed_bound(env.settings, env.client.send(request, redirect));
             match answer.await {
                 None => (
                     Step::Retry {

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use tokio::sync::Notify;
 
-use super::credentials::{CredentialStage, Lookups, Resolver};
+use super::credentials::{CredentialStage, Lookups, Resolver, Scope};
 use super::exchange::{Env, RangeRead};
 use super::{PartRead, Work, exchange};
 use crate::backends;
@@ -39,6 +39,7 @@ pub(crate) struct LoopState {
     seen: RefCell<HashSet<u64>>,
     rng: RefCell<fastrand::Rng>,
     lookups: Lookups,
+    profiles: backends::Profiles,
 }
 
 impl LoopState {
@@ -52,6 +53,7 @@ impl LoopState {
             seen: &self.seen,
             rng: &self.rng,
             lookups: &self.lookups,
+            profiles: &self.profiles,
         }
     }
 }
@@ -115,6 +117,10 @@ impl Resolver for CacheResolver {
         self.cache.invalidate(&self.settings, locator, rejected);
     }
 
+    fn scope(&self, locator: &Locator) -> Option<Scope> {
+        CredentialCache::scope(&self.settings, locator)
+    }
+
     fn deadline_from(&self, start: Instant) -> Option<Instant> {
         self.settings.request_timeout().map(|t| start + t)
     }
@@ -175,7 +181,7 @@ impl Remote {
         let credentials = CredentialStage::start(
             CREDENTIAL_WORKERS,
             resolver,
-            Box::new(move |batch: &Arc<Shared>, w: Work| forward.enqueue(batch, vec![w])),
+            Box::new(move |batch: &Arc<Shared>, run: Vec<Work>| forward.enqueue(batch, run)),
         )?;
         // Every runtime is built before any loop starts, so a failure is this call's error
         // rather than a loop that never serves its queue.
@@ -313,6 +319,7 @@ fn run_loop(
             seen: RefCell::new(HashSet::new()),
             rng: RefCell::new(fastrand::Rng::new()),
             lookups,
+            profiles: backends::Profiles::default(),
         });
         let slot = &inner.slots[index];
         loop {
@@ -333,12 +340,15 @@ fn run_loop(
                 slot.active.fetch_add(1, Ordering::AcqRel);
                 let state = Rc::clone(&state);
                 let inner = Arc::clone(inner);
-                tokio::task::spawn_local(async move {
+                // Boxed: a transfer's future is large (every stage of the exchange), and
+                // the runtime moves a spawned future several times before it first runs;
+                // a box makes each move a pointer's instead of a copy of the whole state.
+                tokio::task::spawn_local(Box::pin(async move {
                     run_transfer(&state, batch, work).await;
                     let slot = &inner.slots[index];
                     slot.active.fetch_sub(1, Ordering::AcqRel);
                     slot.wake.notify_one();
-                });
+                }));
             }
             let backlog = !inner.pending().is_empty();
             if backlog {

@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use http::header::{HeaderName, HeaderValue};
+
 use crate::config::Settings;
 use crate::credentials::{Auth, Resolved};
 use crate::error::Error;
@@ -13,11 +15,12 @@ use crate::transport::Request;
 use crate::validate::redact::{Redactor, is_credential_field};
 
 /// What the attempts of one exchange sent that a message must not show. Success pays only
-/// for these few copies; the redactor is built when an error leaves.
+/// for a few shared references (header values share their bytes with the request; no text
+/// is copied); the redactor is built when an error leaves.
 #[derive(Default)]
 pub(crate) struct Sent {
     /// Credential headers as sent (name, value), each value once.
-    headers: Vec<(String, String)>,
+    headers: Vec<(HeaderName, HeaderValue)>,
     /// The credentials attempts signed with, each once.
     credentials: Vec<Arc<Resolved>>,
 }
@@ -26,7 +29,7 @@ impl Sent {
     /// Notes an attempt's request and the credentials it was signed with.
     pub(crate) fn note(&mut self, request: &Request, auth: &Auth) {
         for (name, value) in &request.headers {
-            if is_credential_field(name) && !self.headers.iter().any(|(_, v)| v == value) {
+            if is_credential_field(name.as_str()) && !self.headers.iter().any(|(_, v)| v == value) {
                 self.headers.push((name.clone(), value.clone()));
             }
         }
@@ -76,7 +79,10 @@ fn redactor(settings: &Settings, locator: &Locator, sent: &Sent) -> Redactor {
         }
     }
     for (name, value) in &sent.headers {
-        r.header(name, value);
+        // Values are text: they were built from strings.
+        if let Ok(value) = value.to_str() {
+            r.header(name.as_str(), value);
+        }
     }
     r
 }
@@ -114,14 +120,14 @@ mod tests {
             ..Credentials::default()
         })));
         let request = Request {
-            url: "https://h/o".into(),
-            headers: vec![
-                (
-                    "authorization".into(),
-                    "AWS4-HMAC-SHA256 Signature=sent-sig".into(),
-                ),
-                ("range".into(), "bytes=0-9".into()),
-            ],
+            uri: "https://h/o".parse().unwrap(),
+            headers: [
+                ("authorization", "AWS4-HMAC-SHA256 Signature=sent-sig"),
+                ("range", "bytes=0-9"),
+            ]
+            .into_iter()
+            .map(|(n, v)| (HeaderName::from_static(n), HeaderValue::from_static(v)))
+            .collect(),
         };
         sent.note(&request, &auth);
         sent.note(&request, &auth);

@@ -30,9 +30,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{
-    AUTHORIZATION, HeaderName, HeaderValue, LOCATION, PROXY_AUTHORIZATION, USER_AGENT,
-};
+use http::header::{AUTHORIZATION, HeaderValue, LOCATION, PROXY_AUTHORIZATION, USER_AGENT};
 use http::{HeaderMap, Method, Uri};
 use http_body::Body;
 use http_body_util::{BodyExt, Empty};
@@ -148,13 +146,14 @@ impl Transport {
     }
 }
 
-/// One request: always a GET (karu only reads).
+/// One request: always a GET (karu only reads), built by a backend straight into its parsed
+/// URL and header map, which the transport sends as they are.
 #[derive(Clone, Debug)]
 pub(crate) struct Request {
-    /// The absolute `http://` or `https://` URL, sent as written.
-    pub url: String,
+    /// The absolute `http://` or `https://` URL (see [`parse_url`]), sent as written.
+    pub uri: Uri,
     /// Headers as built by the backend (Range, If-Match, auth, user headers).
-    pub headers: Vec<(String, String)>,
+    pub headers: HeaderMap,
 }
 
 /// Whether and how redirects are followed.
@@ -192,7 +191,7 @@ pub(crate) struct Response {
     pub body: hyper::body::Incoming,
     /// The URL that answered (after redirects).
     #[cfg_attr(not(test), allow(dead_code))]
-    pub url: String,
+    pub url: Uri,
     /// Id of the TCP connection that served it (`0` if unknown, which should not happen).
     pub connection: u64,
 }
@@ -255,11 +254,9 @@ impl HttpClient {
         req: Request,
         policy: RedirectPolicy,
     ) -> Result<Response, TransportError> {
-        let mut headers = self.headers(req.headers)?;
-        let original = parse_url(&req.url)?;
-        let first_origin = redirect::origin(&original);
-        let mut url = req.url;
-        let mut uri = original;
+        let mut headers = self.with_user_agent(req.headers)?;
+        let first_origin = redirect::origin(&req.uri);
+        let mut uri = req.uri;
         let mut hops = 0u32;
         loop {
             let res = self.send_once(uri.clone(), &headers).await?;
@@ -283,7 +280,7 @@ impl HttpClient {
                     connection: parts.extensions.get::<ConnectionId>().map_or(0, |c| c.0),
                     headers: parts.headers,
                     body,
-                    url,
+                    url: uri,
                 });
             };
             // Whatever happens next, this body is unwanted: keep the connection if cheap.
@@ -294,7 +291,7 @@ impl HttpClient {
                     format!("Maximum ({max}) redirects followed"),
                 ));
             }
-            let next = redirect::resolve_location(&url, &location)?;
+            let next = redirect::resolve_location(&uri.to_string(), &location)?;
             let next_uri = parse_url(&next)?;
             let next_origin = redirect::origin(&next_uri);
             if same_origin_only && next_origin != first_origin {
@@ -307,25 +304,12 @@ impl HttpClient {
                 headers.remove(AUTHORIZATION);
             }
             hops += 1;
-            url = next;
             uri = next_uri;
         }
     }
 
-    /// The request headers: the caller's (in order, repeats kept) plus User-Agent.
-    fn headers(&self, given: Vec<(String, String)>) -> Result<HeaderMap, TransportError> {
-        let mut headers = HeaderMap::with_capacity(given.len() + 1);
-        for (name, value) in given {
-            let bad = |what: &str| {
-                TransportError::new(
-                    TransportErrorKind::InvalidUrl,
-                    format!("invalid request header {what} {name:?}"),
-                )
-            };
-            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad("name"))?;
-            let v = HeaderValue::from_str(&value).map_err(|_| bad("value for"))?;
-            headers.append(n, v);
-        }
+    /// The request headers: the caller's plus User-Agent, unless the caller set one.
+    fn with_user_agent(&self, mut headers: HeaderMap) -> Result<HeaderMap, TransportError> {
         if let Some(agent) = self.transport.options.user_agent.as_deref()
             && !agent.is_empty()
             && !headers.contains_key(USER_AGENT)
@@ -366,7 +350,7 @@ impl HttpClient {
 }
 
 /// Parses an absolute http(s) URL without changing it.
-fn parse_url(url: &str) -> Result<Uri, TransportError> {
+pub(crate) fn parse_url(url: &str) -> Result<Uri, TransportError> {
     let invalid = |why: &str| {
         TransportError::new(
             TransportErrorKind::InvalidUrl,

@@ -136,9 +136,14 @@ fn redirect_to(status: u16, location: &str, body_len: usize) -> http::Response<F
 
 fn get(url: &str) -> Request {
     Request {
-        url: url.to_owned(),
-        headers: Vec::new(),
+        uri: parse_url(url).unwrap(),
+        headers: HeaderMap::new(),
     }
+}
+
+fn add(req: &mut Request, name: &'static str, value: &'static str) {
+    req.headers
+        .append(name, http::HeaderValue::from_static(value));
 }
 
 fn client_with(options: TransportOptions) -> HttpClient {
@@ -211,12 +216,12 @@ async fn user_agent_and_headers() {
     let server = Server::start(None, false, |_| reply(200, "")).await;
     let default = client();
     let mut req = get(&server.url("/x"));
-    req.headers.push(("Range".into(), "bytes=0-9".into()));
-    req.headers.push(("x-twice".into(), "1".into()));
-    req.headers.push(("x-twice".into(), "2".into()));
+    add(&mut req, "range", "bytes=0-9");
+    add(&mut req, "x-twice", "1");
+    add(&mut req, "x-twice", "2");
     body_of(default.send(req, FOLLOW).await.unwrap()).await;
     let mut req = get(&server.url("/y"));
-    req.headers.push(("user-agent".into(), "mine/1".into()));
+    add(&mut req, "user-agent", "mine/1");
     body_of(default.send(req, FOLLOW).await.unwrap()).await;
     let none = client_with(TransportOptions {
         user_agent: None,
@@ -238,11 +243,6 @@ async fn user_agent_and_headers() {
     assert!(seen[0].headers.get("accept-encoding").is_none());
     assert_eq!(ua(1).unwrap(), "mine/1");
     assert_eq!(ua(2), None);
-
-    let mut bad = get(&server.url("/"));
-    bad.headers.push(("x".into(), "a\nb".into()));
-    let e = default.send(bad, FOLLOW).await.unwrap_err();
-    assert_eq!(e.kind, TransportErrorKind::InvalidUrl);
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -284,7 +284,7 @@ async fn urls_are_sent_as_written() {
         "/relative",
         "http:///nohost",
     ] {
-        let e = client.send(get(bad), FOLLOW).await.unwrap_err();
+        let e = parse_url(bad).unwrap_err();
         assert_eq!(e.kind, TransportErrorKind::InvalidUrl, "{bad}: {e}");
     }
     // A SAS or presigned query never reaches the message.
@@ -333,7 +333,7 @@ async fn redirects() {
         .await
         .unwrap();
     assert_eq!(res.status, 200);
-    assert_eq!(res.url, server.url("/end"));
+    assert_eq!(res.url.to_string(), server.url("/end"));
     assert_eq!(body_of(res).await, "end /end auth=none");
 
     let res = client
@@ -364,13 +364,12 @@ async fn redirects() {
 
     // Authorization stays on the same origin and is dropped across origins.
     let mut req = get(&server.url("/start"));
-    req.headers
-        .push(("Authorization".into(), "Bearer t".into()));
+    add(&mut req, "authorization", "Bearer t");
     let res = client.send(req.clone(), FOLLOW).await.unwrap();
     assert_eq!(body_of(res).await, "end /end auth=Bearer t");
-    req.url = server.url("/abs");
+    req.uri = parse_url(&server.url("/abs")).unwrap();
     let res = client.send(req.clone(), FOLLOW).await.unwrap();
-    assert_eq!(res.url, other.url("/end"));
+    assert_eq!(res.url.to_string(), other.url("/end"));
     assert_eq!(body_of(res).await, "other auth=none");
 
     // Same-origin only: same origin passes, another port is blocked.

@@ -25,10 +25,10 @@ pub(crate) enum Condition {
 
 impl Condition {
     /// The header that carries the condition, and its value.
-    pub(crate) fn header(&self) -> (&'static str, &str) {
+    pub(crate) fn header(&self) -> (http::HeaderName, &str) {
         match self {
-            Condition::IfMatch(tag) => ("If-Match", tag),
-            Condition::IfUnmodifiedSince { date, .. } => ("If-Unmodified-Since", date),
+            Condition::IfMatch(tag) => (http::header::IF_MATCH, tag),
+            Condition::IfUnmodifiedSince { date, .. } => (http::header::IF_UNMODIFIED_SINCE, date),
         }
     }
 
@@ -146,13 +146,13 @@ mod tests {
     fn pins_name_their_header() {
         assert_eq!(
             Condition::IfMatch("\"e\"".into()).header(),
-            ("If-Match", "\"e\"")
+            (http::header::IF_MATCH, "\"e\"")
         );
         let since = Condition::IfUnmodifiedSince {
             date: DATE.into(),
             total: None,
         };
-        assert_eq!(since.header(), ("If-Unmodified-Since", DATE));
+        assert_eq!(since.header(), (http::header::IF_UNMODIFIED_SINCE, DATE));
         assert_eq!(since.if_match(), None);
     }
 }

@@ -7,9 +7,11 @@
 pub(super) mod connection_string;
 mod shared_key;
 
-use super::Prepared;
+use ::http::header::{AUTHORIZATION, HeaderName, HeaderValue};
+
 use super::attempt::Attempt;
 use super::endpoint::Endpoint;
+use super::{Prepared, profile};
 use crate::config::Credentials;
 use crate::credentials::Auth;
 use crate::error::{Error, Result, Status};
@@ -30,57 +32,58 @@ fn credentials_error(locator: &Locator, why: impl std::fmt::Display) -> Error {
 /// What a request authenticates with after the merge: the credential stage's fields win,
 /// empty ones fall back to the options, then to the connection string.
 #[derive(Debug, Default, PartialEq, Eq)]
-struct Merged {
-    account: String,
-    key: String,
-    sas: String,
-    token: String,
+struct Merged<'a> {
+    account: &'a str,
+    key: &'a str,
+    sas: &'a str,
+    token: &'a str,
 }
 
-fn merge(a: &Attempt, conn: &ConnectionString) -> Merged {
+fn merge<'a>(
+    a: &Attempt<'a>,
+    options: &'a profile::Azure,
+    conn: &'a ConnectionString,
+) -> Merged<'a> {
     let given = match a.signing.auth {
         Auth::Signed(r) => Some(&r.credentials),
         Auth::Anonymous | Auth::Missing => None,
     };
-    let pick = |field: fn(&Credentials) -> &str, name: &str, from_conn: &str| {
+    let pick = |field: fn(&Credentials) -> &str, option: &'a Option<String>, from_conn: &'a str| {
         given
             .map(field)
             .filter(|v| !v.is_empty())
-            .or_else(|| a.option(name))
+            .or(option.as_deref())
             .unwrap_or(from_conn)
-            .to_owned()
     };
     Merged {
-        account: pick(|c| &c.account_name, "AZURE_STORAGE_ACCOUNT", &conn.account),
-        key: pick(
-            |c| &c.secret_access_key,
-            "AZURE_STORAGE_ACCESS_KEY",
-            &conn.key,
-        ),
-        sas: pick(|c| &c.sas_token, "AZURE_STORAGE_SAS_TOKEN", &conn.sas),
-        token: pick(|c| &c.bearer_token, "AZURE_STORAGE_ACCESS_TOKEN", ""),
+        account: pick(|c| &c.account_name, &options.account, &conn.account),
+        key: pick(|c| &c.secret_access_key, &options.key, &conn.key),
+        sas: pick(|c| &c.sas_token, &options.sas, &conn.sas),
+        token: pick(|c| &c.bearer_token, &options.token, ""),
     }
 }
 
 /// The connection string configured for the locator's path (empty when none).
-fn connection_string(a: &Attempt) -> Result<ConnectionString> {
-    match a.option("AZURE_STORAGE_CONNECTION_STRING") {
-        None => Ok(ConnectionString::default()),
-        Some(text) => ConnectionString::parse(text).map_err(|why| {
-            config_error(
-                a.locator,
-                format_args!("AZURE_STORAGE_CONNECTION_STRING is malformed: {why}"),
-            )
-        }),
-    }
+fn connection_string<'p>(a: &Attempt, options: &'p profile::Azure) -> Result<&'p ConnectionString> {
+    options.connection_string.as_ref().map_err(|why| {
+        config_error(
+            a.locator,
+            format_args!("AZURE_STORAGE_CONNECTION_STRING is malformed: {why}"),
+        )
+    })
 }
 
 /// The service root, in the spec's order: `AZURE_STORAGE_ENDPOINT`, the connection string's
 /// `BlobEndpoint` (`DfsEndpoint` for Data Lake), then `<protocol>://<account>.blob.<suffix>`
 /// (`.dfs.` for Data Lake).
-fn endpoint(a: &Attempt, conn: &ConnectionString, account: &str) -> Result<Endpoint> {
-    if let Some(e) = a.option("AZURE_STORAGE_ENDPOINT") {
-        return a.parse_endpoint("AZURE_STORAGE_ENDPOINT", e);
+fn endpoint(
+    a: &Attempt,
+    options: &profile::Azure,
+    conn: &ConnectionString,
+    account: &str,
+) -> Result<Endpoint> {
+    if let Some(checked) = &options.endpoint {
+        return a.endpoint(checked).cloned();
     }
     let locator = a.locator;
     let dfs = locator.backend() == Backend::AzureDataLake;
@@ -132,48 +135,51 @@ fn no_credentials(locator: &Locator) -> Error {
 /// Builds one attempt's GET: `<endpoint>/<container>/<encoded blob>` with `Range`,
 /// `If-Match`, `x-ms-version` and the authentication the credential stage and the options
 /// allow, plus the configured headers.
-pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
+pub(super) fn prepare(a: &Attempt, options: &profile::Azure) -> Result<Prepared> {
     let locator = a.locator;
-    let conn = connection_string(a)?;
-    let creds = merge(a, &conn);
-    let endpoint = endpoint(a, &conn, &creds.account)?;
+    let conn = connection_string(a, options)?;
+    let creds = merge(a, options, conn);
+    let endpoint = endpoint(a, options, conn, creds.account)?;
     let resource = format!(
         "/{}/{}",
         encode_key(locator.container()),
         encode_key(locator.key())
     );
     let mut url = format!("{}{resource}", endpoint.root());
-    let mut headers = a.read_headers();
-    let version = ("x-ms-version".to_owned(), VERSION.to_owned());
-    let redirect = if matches!(a.signing.auth, Auth::Anonymous) {
-        headers.push(version);
-        a.follow_redirects()
-    } else if !sas(&creds.sas).is_empty() {
+    let version = || {
+        (
+            HeaderName::from_static("x-ms-version"),
+            HeaderValue::from_static(VERSION),
+        )
+    };
+    let (redirect, mut headers, uri) = if matches!(a.signing.auth, Auth::Anonymous) {
+        (a.follow_redirects(), a.read_headers()?, a.uri(&url)?)
+    } else if !sas(creds.sas).is_empty() {
         url.push('?');
-        url.push_str(sas(&creds.sas));
+        url.push_str(sas(creds.sas));
         // A token that is no valid URL query would fail in the transport, whose message
         // shows the URL: refuse it here without echoing the secret.
-        if url.parse::<http::Uri>().is_err() {
+        let Ok(uri) = crate::transport::parse_url(&url) else {
             return Err(credentials_error(
                 locator,
                 "the Azure SAS token contains characters not allowed in a URL",
             ));
-        }
-        headers.push(version);
-        RedirectPolicy::Never
+        };
+        (RedirectPolicy::Never, a.read_headers()?, uri)
     } else if !creds.token.is_empty() {
-        headers.push((
-            "Authorization".to_owned(),
-            format!("Bearer {}", creds.token),
-        ));
-        headers.push(version);
-        RedirectPolicy::Never
+        let mut headers = a.read_headers()?;
+        a.header(
+            &mut headers,
+            AUTHORIZATION,
+            &format!("Bearer {}", creds.token),
+        )?;
+        (RedirectPolicy::Never, headers, a.uri(&url)?)
     } else if !creds.account.is_empty() && !creds.key.trim().is_empty() {
-        let key = shared_key::decode_key(&creds.key)
+        let key = shared_key::decode_key(creds.key)
             .ok_or_else(|| credentials_error(locator, "AZURE_STORAGE_ACCESS_KEY is not base64"))?;
         let date = httpdate::fmt_http_date(a.signing.now);
         let authorization = ToSign {
-            account: &creds.account,
+            account: creds.account,
             path: &format!("{}{resource}", endpoint.path),
             range: &a.range.header(),
             if_match: a.if_match(),
@@ -181,14 +187,19 @@ pub(super) fn prepare(a: &Attempt) -> Result<Prepared> {
             date: &date,
         }
         .authorization(&key);
-        headers.push(("x-ms-date".to_owned(), date));
-        headers.push(version);
-        headers.push(("Authorization".to_owned(), authorization));
-        RedirectPolicy::Never
+        let mut headers = a.read_headers()?;
+        a.header(&mut headers, HeaderName::from_static("x-ms-date"), &date)?;
+        let (name, value) = version();
+        headers.insert(name, value);
+        a.header(&mut headers, AUTHORIZATION, &authorization)?;
+        (RedirectPolicy::Never, headers, a.uri(&url)?)
     } else {
         return Err(no_credentials(locator));
     };
-    a.finish(url, headers, redirect, true)
+    // Every request names the version (the Shared Key one did before signing).
+    let (name, value) = version();
+    headers.insert(name, value);
+    a.finish(uri, headers, redirect, true)
 }
 
 /// A SAS token as a query: leading `?` and `&` stripped, so `sv=..`, `?sv=..` and `&sv=..`
