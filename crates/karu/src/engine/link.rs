@@ -7,7 +7,8 @@
 //!   last [`WINDOW`] samples: queueing behind other bodies and slow server moments only ever
 //!   add time, so the minimum tracks the path itself.
 //! - **Per-request cost**: building and signing a request (attempt start → handed to the
-//!   transport), the median of the last samples.
+//!   transport), the median of the last samples, plus [`TRANSPORT_COST`] for the client's
+//!   share that is not timed (writing the request, parsing the answer).
 //! - **Connection rate**: body bytes ÷ (last byte − first byte) of first attempts answered 2xx
 //!   with at least [`RATE_BODY`] bytes; the median of the last samples.
 //! - **Total rate**: bytes of every body ÷ the time at least one body of the endpoint was
@@ -39,6 +40,9 @@ pub(crate) const RATE_BODY: u64 = 128 << 10;
 pub(crate) const TOTAL_WINDOW: Duration = Duration::from_millis(50);
 /// Fewest bytes in a total-rate sample.
 pub(crate) const TOTAL_BYTES: u64 = 1 << 20;
+/// The client's per-request work besides building and signing (writing the request, parsing
+/// the response head, completing the reads): measured once on loopback, not per request.
+pub(crate) const TRANSPORT_COST: Duration = Duration::from_micros(25);
 /// Total-rate windows kept.
 const TOTAL_KEPT: usize = 8;
 
@@ -163,7 +167,10 @@ impl Endpoint {
         LinkEstimate {
             model: CostModel {
                 rtt: self.rtt.min().map_or(prior.rtt, secs),
-                per_request: self.per_request.median().map_or(prior.per_request, secs),
+                per_request: self
+                    .per_request
+                    .median()
+                    .map_or(prior.per_request, |v| secs(v) + TRANSPORT_COST),
                 connection_rate,
                 // Measured connections bound the link from below.
                 total_rate: if self.rate.count > 0 || self.total.count > 0 {

@@ -3,13 +3,18 @@
 //! The predicted time of a batch of `n` transfers of `bytes` in all (the largest `max`), on a
 //! link with round trip `rtt`, per-request cost `o`, one connection's rate `pc`, all
 //! connections' rate `total` and `concurrency` slots (`c = min(concurrency, n)`), is the
-//! largest of three bounds:
+//! largest of four bounds:
 //!
 //! ```text
 //! slots   = (n × (rtt + o) + bytes / pc) / c    every slot busy a round trip and its bytes
 //! link    = rtt + bytes / total                 the shared link carries every byte
 //! longest = rtt + o + max / pc                  the longest transfer on its connection
+//! cpu     = n × o                               the client prepares requests one by one
 //! ```
+//!
+//! Predictions are rounded down to a grid of 1/64 of their power of two (about 1.5 %): plans
+//! whose times differ by less are equal, and then the one with fewer transfers (then fewer
+//! bytes) wins, since every request costs the server something a model of the client misses.
 //!
 //! [`plan_cost`] sweeps the reads with a few merge gaps (none, the guards' gap, and the gaps
 //! whose bytes cost as much as the round trip they save at each rate), cuts long transfers
@@ -106,8 +111,17 @@ impl CostModel {
         Duration::try_from_secs_f64(self.time(&load)).unwrap_or(Duration::MAX)
     }
 
-    /// The predicted time in seconds (see the module docs).
+    /// The predicted time in seconds, on the grid (see the module docs).
     fn time(&self, load: &Load) -> f64 {
+        let t = self.exact(load);
+        if t <= 0.0 || !t.is_finite() {
+            return t;
+        }
+        let step = (t.log2().floor() - 6.0).exp2();
+        (t / step).floor() * step
+    }
+
+    fn exact(&self, load: &Load) -> f64 {
         if load.n == 0 {
             return 0.0;
         }
@@ -120,7 +134,8 @@ impl CostModel {
         let slots = (load.n as f64 * k + bytes / pc) / c;
         let link = rtt + bytes / total;
         let longest = k + load.max as f64 / pc;
-        slots.max(link).max(longest)
+        let cpu = load.n as f64 * self.per_request.as_secs_f64();
+        slots.max(link).max(longest).max(cpu)
     }
 
     /// The merge gaps worth trying: the guards' own, none at all, touching reads only, and
@@ -334,17 +349,18 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
         }
     }
     let mut spans = Vec::new();
-    let mut best: Option<(f64, Choice)> = None;
-    let mut consider = |time: f64, choice: Choice| {
-        if best.is_none_or(|(t, _)| time < t) {
-            best = Some((time, choice));
+    let mut best: Option<((f64, u64, u128), Choice)> = None;
+    let mut consider = |load: &Load, choice: Choice| {
+        let key = (model.time(load), load.n, load.bytes);
+        if best.is_none_or(|(k, _)| key < k) {
+            best = Some((key, choice));
         }
     };
     for gap in model.gaps(policy) {
         remote_spans(&prepared, gap, policy, &mut spans);
         let mut load = fixed;
         spans.iter().for_each(|(_, s)| load.add(s.length()));
-        consider(model.time(&load), Choice { gap, piece: None });
+        consider(&load, Choice { gap, piece: None });
         for size in model.piece_sizes(&load) {
             let mut load = fixed;
             for &(base, s) in &spans {
@@ -357,7 +373,7 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
                 }
             }
             consider(
-                model.time(&load),
+                &load,
                 Choice {
                     gap,
                     piece: Some(size),
