@@ -314,8 +314,9 @@ struct Choice {
 }
 
 /// Plans reads as [`plan`](super::plan) does, but chooses merges and splits of remote reads
-/// by their predicted time under `model` (see the [module docs](self)); local files are
-/// planned as the guards plan them. No clock, no I/O: the model comes in as a value.
+/// by their predicted time under `model` (see the [module docs](self)); local files merge
+/// only overlapping and touching reads, as in the guards plan, and are never cut. No clock,
+/// no I/O: the model comes in as a value.
 ///
 /// ```
 /// use std::time::Duration;
@@ -338,16 +339,6 @@ struct Choice {
 pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -> Plan {
     let mut prepared = Prepared::new(requests);
     let entries = &prepared.entries;
-    // Local groups are planned as by the guards; they count in every candidate alike.
-    let mut fixed = Load::default();
-    let mut own = Vec::new();
-    for (group, remote) in prepared.groups() {
-        if !remote {
-            own.clear();
-            sweep(group, guards_gap(policy, false), policy, &mut own);
-            own.iter().for_each(|s| fixed.add(s.length()));
-        }
-    }
     let mut spans = Vec::new();
     let mut best: Option<((f64, u64, u128), Choice)> = None;
     let mut consider = |load: &Load, choice: Choice| {
@@ -357,14 +348,14 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
         }
     };
     for gap in model.gaps(policy) {
-        remote_spans(&prepared, gap, policy, &mut spans);
-        let mut load = fixed;
-        spans.iter().for_each(|(_, s)| load.add(s.length()));
+        all_spans(&prepared, gap, policy, &mut spans);
+        let mut load = Load::default();
+        spans.iter().for_each(|(_, s, _)| load.add(s.length()));
         consider(&load, Choice { gap, piece: None });
         for size in model.piece_sizes(&load) {
-            let mut load = fixed;
-            for &(base, s) in &spans {
-                if s.length() <= size {
+            let mut load = Load::default();
+            for &(base, s, remote) in &spans {
+                if !remote || s.length() <= size {
                     load.add(s.length());
                 } else {
                     cut(&entries[base..], s, size, policy, &mut |p| {
@@ -389,14 +380,10 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
         |(_, c)| c,
     );
     let mut transfers = Vec::new();
+    let mut own = Vec::new();
     for (group, remote) in prepared.groups() {
         own.clear();
-        let gap = if remote {
-            choice.gap
-        } else {
-            guards_gap(policy, false)
-        };
-        sweep(group, gap, policy, &mut own);
+        sweep(group, group_gap(choice.gap, remote), policy, &mut own);
         match choice.piece.filter(|_| remote) {
             None => emit(group, &own, &mut transfers),
             Some(size) => {
@@ -419,21 +406,27 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
     }
 }
 
-/// The spans of every remote group under `gap`, each with its group's first entry.
-fn remote_spans(
+/// The gap of a group under a candidate's remote gap: a local file never skips bytes, but
+/// merges overlapping and touching reads only when the candidate merges at all.
+fn group_gap(gap: Option<u64>, remote: bool) -> Option<u64> {
+    if remote { gap } else { gap.map(|_| 0) }
+}
+
+/// The spans of every group under `gap`, each with its group's first entry and whether the
+/// group is remote.
+fn all_spans(
     prepared: &Prepared,
     gap: Option<u64>,
     policy: &Policy,
-    out: &mut Vec<(usize, Span)>,
+    out: &mut Vec<(usize, Span, bool)>,
 ) {
     out.clear();
     let mut own = Vec::new();
     for (range, &remote) in prepared.bounds.windows(2).zip(&prepared.remote) {
-        if remote {
-            own.clear();
-            sweep(&prepared.entries[range[0]..range[1]], gap, policy, &mut own);
-            out.extend(own.iter().map(|&s| (range[0], s)));
-        }
+        own.clear();
+        let group = &prepared.entries[range[0]..range[1]];
+        sweep(group, group_gap(gap, remote), policy, &mut own);
+        out.extend(own.iter().map(|&s| (range[0], s, remote)));
     }
 }
 
