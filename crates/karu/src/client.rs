@@ -138,13 +138,24 @@ impl Client {
     /// As [`submit`](Client::submit), with per-batch planner overrides (`Invalid` for values
     /// out of range).
     pub fn submit_with(&self, reads: Vec<Read>, overrides: &Overrides) -> Result<Batch> {
-        self.submit_inner(reads, overrides, false)
+        self.submit_inner(reads, overrides, false, None)
+    }
+
+    /// As [`submit`](Client::submit), planned by cost for the link `model` (whatever the
+    /// mode and the measurements): merges and splits on demand for tests.
+    #[cfg(test)]
+    pub(crate) fn submit_modelled(
+        &self,
+        reads: Vec<Read>,
+        model: plan::CostModel,
+    ) -> Result<Batch> {
+        self.submit_inner(reads, &Overrides::default(), false, Some(model))
     }
 
     /// Submits one download chunk: a throttled answer ends it at once (the download's window
     /// paces the retry) instead of waiting inside the exchange.
     pub(crate) fn submit_chunk(&self, read: Read) -> Result<Batch> {
-        self.submit_inner(vec![read], &Overrides::default(), true)
+        self.submit_inner(vec![read], &Overrides::default(), true, None)
     }
 
     fn submit_inner(
@@ -152,12 +163,19 @@ impl Client {
         reads: Vec<Read>,
         overrides: &Overrides,
         hand_back: bool,
+        model: Option<plan::CostModel>,
     ) -> Result<Batch> {
         let policy = self.inner.policy.with(overrides)?;
         let engine = self.engine();
         // A download chunk keeps its size: the download paces its own parallelism.
-        let estimate = match self.inner.mode {
-            Mode::Cost if !hand_back => reads
+        let estimate = match (model, self.inner.mode) {
+            (Some(model), _) => Some(LinkEstimate {
+                model,
+                rtt_samples: 1,
+                rate_samples: 1,
+                total_samples: 1,
+            }),
+            (None, Mode::Cost) if !hand_back => reads
                 .iter()
                 .find(|r| r.locator.is_remote())
                 .map(|r| self.estimate_in(&engine, &r.locator)),

@@ -70,7 +70,7 @@ impl Work {
     /// Fails every read of the transfer with the same error (a split read once all its
     /// pieces have ended).
     pub(crate) fn fail(self, error: &Error) -> impl Iterator<Item = Completion> {
-        let failed = Err(error.clone());
+        let failed: Result<(u64, split::Version)> = Err(error.clone());
         let locator = self.locator;
         let split: Vec<Completion> = self
             .pieces

@@ -430,9 +430,13 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
             ))
         })
     };
-    let end = result.map(|f| f.end);
-    done.extend(slices.into_iter().filter_map(|p| p.finish(&locator, &end)));
-    done.extend(complete(&locator, parts, end));
+    let fetched = result.map(|f| (f.end, (f.etag, f.last_modified)));
+    done.extend(
+        slices
+            .into_iter()
+            .filter_map(|p| p.finish(&locator, &fetched)),
+    );
+    done.extend(complete(&locator, parts, fetched.map(|(end, _)| end)));
     Counters::add(&batch.counters.transfers_finished, 1);
     busy.finish(done);
 }

@@ -3,7 +3,9 @@
 //! destination the pieces write into, and completes once, when its last piece ends: with
 //! success only if every piece delivered all its bytes, otherwise with the error of its
 //! earliest failed piece (a `Range` error when the object ended inside the read, with the
-//! valid prefix as `got`).
+//! valid prefix as `got`). Pieces answered by different versions of the object (their strong
+//! ETag or, without one, their `Last-Modified` differ) fail the read: its bytes would splice
+//! two versions.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -39,16 +41,26 @@ impl PieceRead {
         );
     }
 
-    /// Ends the piece: its transfer delivered bytes up to `end` (or failed). Returns the
-    /// read's completion when this was its last piece.
-    pub(crate) fn finish(self, locator: &Locator, result: &Result<u64>) -> Option<Completion> {
+    /// Ends the piece: its transfer delivered bytes up to `end` from the object version
+    /// `version` (or failed). Returns the read's completion when this was its last piece.
+    pub(crate) fn finish(
+        self,
+        locator: &Locator,
+        result: &Result<(u64, Version)>,
+    ) -> Option<Completion> {
         let got = match result {
-            Ok(end) => Ok(end.saturating_sub(self.offset).min(self.length)),
+            Ok((end, version)) => {
+                self.read.saw(version);
+                Ok(end.saturating_sub(self.offset).min(self.length))
+            }
             Err(e) => Err(e.clone()),
         };
         self.read.finish(locator, self.skip, self.length, got)
     }
 }
+
+/// The version of the object an answer came from: its strong ETag and its `Last-Modified`.
+pub(crate) type Version = (Option<String>, Option<String>);
 
 /// A read served by several pieces.
 #[derive(Debug)]
@@ -69,6 +81,10 @@ struct State {
     left: usize,
     /// (skip, length, bytes delivered or the error) of each ended piece.
     ended: Vec<(u64, u64, Result<u64>)>,
+    /// The version the first answered piece saw.
+    version: Option<Version>,
+    /// Some piece saw another version.
+    mixed: bool,
 }
 
 impl SplitRead {
@@ -82,6 +98,8 @@ impl SplitRead {
                 prepared: None,
                 left: 0,
                 ended: Vec::new(),
+                version: None,
+                mixed: false,
             }),
         })
     }
@@ -110,6 +128,16 @@ impl SplitRead {
             st.prepared = Some(r);
         }
         st.prepared.clone().unwrap_or(Ok(()))
+    }
+
+    /// A piece was answered by `version`.
+    fn saw(&self, version: &Version) {
+        let mut st = self.lock();
+        match &st.version {
+            None => st.version = Some(version.clone()),
+            Some(v) if v != version => st.mixed = true,
+            Some(_) => {}
+        }
     }
 
     fn write(&self, at: u64, data: &[u8]) {
@@ -150,6 +178,13 @@ impl SplitRead {
         }
         let whole = prefix == self.length;
         let result = match error {
+            _ if st.mixed => Err(Error::new(
+                Status::Http,
+                format!(
+                    "{}: the object changed between the pieces of a split read",
+                    locator.display()
+                ),
+            )),
             // A piece past the end fails with Range: the read then ended at the prefix.
             Some(e) if e.status() != Status::Range => Err(e),
             None if whole => Ok(()),
@@ -187,6 +222,10 @@ mod tests {
         Locator::parse("https://example.com/o").unwrap()
     }
 
+    fn v0() -> Version {
+        (Some("\"v0\"".into()), None)
+    }
+
     /// A read of 30 bytes at 100 in three pieces of 10.
     fn three() -> (Arc<SplitRead>, Vec<PieceRead>) {
         let read = SplitRead::new(7, 100, 30, Dest::Alloc);
@@ -206,11 +245,11 @@ mod tests {
         for p in pieces.drain(..).rev() {
             p.write(p.offset, &data[p.skip as usize..][..10]);
             let end = p.offset + 10;
-            assert!(p.finish(&locator(), &Ok(end)).is_none());
+            assert!(p.finish(&locator(), &Ok((end, v0()))).is_none());
         }
         last.write(95, &[0; 5]); // bytes before the piece are not its own
         last.write(100, &data[..10]);
-        let done = last.finish(&locator(), &Ok(110)).unwrap();
+        let done = last.finish(&locator(), &Ok((110, v0()))).unwrap();
         assert_eq!((done.tag, done.got), (7, 30));
         assert!(done.result.is_ok());
         assert_eq!(done.bytes(), &data[..]);
@@ -223,9 +262,9 @@ mod tests {
         let c = pieces.remove(2);
         let b = pieces.remove(1);
         let a = pieces.remove(0);
-        assert!(a.finish(&locator(), &Ok(110)).is_none());
+        assert!(a.finish(&locator(), &Ok((110, v0()))).is_none());
         assert!(b.finish(&locator(), &Err(broken)).is_none());
-        let done = c.finish(&locator(), &Ok(130)).unwrap();
+        let done = c.finish(&locator(), &Ok((130, v0()))).unwrap();
         assert_eq!(done.status(), Status::Network);
         assert_eq!(done.got, 0); // never reported as success, nor partly
     }
@@ -238,8 +277,8 @@ mod tests {
         let b = pieces.remove(1);
         let a = pieces.remove(0);
         assert!(c.finish(&locator(), &Err(past)).is_none());
-        assert!(a.finish(&locator(), &Ok(110)).is_none());
-        let done = b.finish(&locator(), &Ok(114)).unwrap(); // the object ends at 114
+        assert!(a.finish(&locator(), &Ok((110, v0()))).is_none());
+        let done = b.finish(&locator(), &Ok((114, v0()))).unwrap(); // the object ends at 114
         assert_eq!(done.status(), Status::Range);
         assert_eq!(done.got, 14);
         let message = done.result.unwrap_err();
@@ -249,5 +288,19 @@ mod tests {
                 .ends_with("range [100, +30) passes the end of the object at byte 114"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn pieces_of_two_versions_fail_the_read() {
+        let (_, mut pieces) = three();
+        let c = pieces.remove(2);
+        let b = pieces.remove(1);
+        let a = pieces.remove(0);
+        let v1 = (Some("\"v1\"".to_owned()), None);
+        assert!(a.finish(&locator(), &Ok((110, v0()))).is_none());
+        assert!(b.finish(&locator(), &Ok((120, v1))).is_none());
+        let done = c.finish(&locator(), &Ok((130, v0()))).unwrap();
+        assert_eq!((done.status(), done.got), (Status::Http, 0));
+        assert!(format!("{:?}", done.result).contains("changed between the pieces"));
     }
 }

@@ -102,10 +102,11 @@ impl CostModel {
         }
     }
 
-    /// The predicted time of a plan's transfers under this model.
+    /// The predicted time of a plan's remote transfers under this model (local files use
+    /// no link).
     pub fn predict(&self, plan: &Plan) -> Duration {
         let mut load = Load::default();
-        for t in &plan.transfers {
+        for t in plan.transfers.iter().filter(|t| t.remote) {
             load.add(t.length);
         }
         Duration::try_from_secs_f64(self.time(&load)).unwrap_or(Duration::MAX)
@@ -314,9 +315,9 @@ struct Choice {
 }
 
 /// Plans reads as [`plan`](super::plan) does, but chooses merges and splits of remote reads
-/// by their predicted time under `model` (see the [module docs](self)); local files merge
-/// only overlapping and touching reads, as in the guards plan, and are never cut. No clock,
-/// no I/O: the model comes in as a value.
+/// by their predicted time under `model` (see the [module docs](self)); local files are
+/// planned as the guards plan them (they use no link). No clock, no I/O: the model comes in
+/// as a value.
 ///
 /// ```
 /// use std::time::Duration;
@@ -348,14 +349,14 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
         }
     };
     for gap in model.gaps(policy) {
-        all_spans(&prepared, gap, policy, &mut spans);
+        remote_spans(&prepared, gap, policy, &mut spans);
         let mut load = Load::default();
-        spans.iter().for_each(|(_, s, _)| load.add(s.length()));
+        spans.iter().for_each(|(_, s)| load.add(s.length()));
         consider(&load, Choice { gap, piece: None });
         for size in model.piece_sizes(&load) {
             let mut load = Load::default();
-            for &(base, s, remote) in &spans {
-                if !remote || s.length() <= size {
+            for &(base, s) in &spans {
+                if s.length() <= size {
                     load.add(s.length());
                 } else {
                     cut(&entries[base..], s, size, policy, &mut |p| {
@@ -383,13 +384,18 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
     let mut own = Vec::new();
     for (group, remote) in prepared.groups() {
         own.clear();
-        sweep(group, group_gap(choice.gap, remote), policy, &mut own);
+        let gap = if remote {
+            choice.gap
+        } else {
+            guards_gap(policy, false)
+        };
+        sweep(group, gap, policy, &mut own);
         match choice.piece.filter(|_| remote) {
-            None => emit(group, &own, &mut transfers),
+            None => emit(group, &own, remote, &mut transfers),
             Some(size) => {
                 for &s in &own {
                     if s.length() <= size {
-                        transfers.push(transfer(group, s));
+                        transfers.push(transfer(group, s, true));
                     } else {
                         cut(group, s, size, policy, &mut |p| {
                             transfers.push(piece(group, p));
@@ -406,34 +412,28 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
     }
 }
 
-/// The gap of a group under a candidate's remote gap: a local file never skips bytes, but
-/// merges overlapping and touching reads only when the candidate merges at all.
-fn group_gap(gap: Option<u64>, remote: bool) -> Option<u64> {
-    if remote { gap } else { gap.map(|_| 0) }
-}
-
-/// The spans of every group under `gap`, each with its group's first entry and whether the
-/// group is remote.
-fn all_spans(
+/// The spans of every remote group under `gap`, each with its group's first entry.
+fn remote_spans(
     prepared: &Prepared,
     gap: Option<u64>,
     policy: &Policy,
-    out: &mut Vec<(usize, Span, bool)>,
+    out: &mut Vec<(usize, Span)>,
 ) {
     out.clear();
     let mut own = Vec::new();
     for (range, &remote) in prepared.bounds.windows(2).zip(&prepared.remote) {
-        own.clear();
-        let group = &prepared.entries[range[0]..range[1]];
-        sweep(group, group_gap(gap, remote), policy, &mut own);
-        out.extend(own.iter().map(|&s| (range[0], s, remote)));
+        if remote {
+            own.clear();
+            sweep(&prepared.entries[range[0]..range[1]], gap, policy, &mut own);
+            out.extend(own.iter().map(|&s| (range[0], s)));
+        }
     }
 }
 
 /// The transfer of one piece.
 fn piece(entries: &[Entry], p: Piece) -> Transfer {
     match p {
-        Piece::Whole(s) => transfer(entries, s),
+        Piece::Whole(s) => transfer(entries, s, true),
         Piece::Slice {
             entry,
             skip,
@@ -451,6 +451,7 @@ fn piece(entries: &[Entry], p: Piece) -> Transfer {
                 offset: part.offset,
                 length,
                 parts: vec![part],
+                remote: true,
             }
         }
     }

@@ -194,6 +194,8 @@ pub struct Transfer {
     pub length: u64,
     /// The reads, ordered by offset (then by index).
     pub parts: Vec<Part>,
+    /// Whether the object is remote (only remote transfers use a link).
+    pub remote: bool,
 }
 
 /// The outcome of planning.
@@ -274,7 +276,7 @@ pub fn plan(requests: &[Request<'_>], policy: &Policy) -> Plan {
     for (group, remote) in prepared.groups() {
         spans.clear();
         sweep(group, guards_gap(policy, remote), policy, &mut spans);
-        emit(group, &spans, &mut transfers);
+        emit(group, &spans, remote, &mut transfers);
     }
     Plan {
         transfers,
@@ -459,13 +461,14 @@ fn sweep(entries: &[Entry], gap: Option<u64>, policy: &Policy, spans: &mut Vec<S
 }
 
 /// Transfers of whole reads, one per span, with parts of their exact capacity.
-fn emit(entries: &[Entry], spans: &[Span], transfers: &mut Vec<Transfer>) {
-    transfers.extend(spans.iter().map(|&s| transfer(entries, s)));
+fn emit(entries: &[Entry], spans: &[Span], remote: bool, transfers: &mut Vec<Transfer>) {
+    transfers.extend(spans.iter().map(|&s| transfer(entries, s, remote)));
 }
 
 /// The transfer of one span of whole reads.
-fn transfer(entries: &[Entry], s: Span) -> Transfer {
+fn transfer(entries: &[Entry], s: Span, remote: bool) -> Transfer {
     Transfer {
+        remote,
         index: entries[s.from].index,
         offset: s.start,
         length: s.length(),
