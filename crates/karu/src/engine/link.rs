@@ -2,10 +2,11 @@
 //! handed to the planner as a [`CostModel`](crate::plan::CostModel).
 //!
 //! What is measured, and how each estimate resists outliers:
-//! - **Round trip**: request sent → first body byte, from first attempts answered 2xx on a
-//!   reused connection (a new one adds its handshake). The estimate is the smallest of the
-//!   last [`WINDOW`] samples: queueing behind other bodies and slow server moments only ever
-//!   add time, so the minimum tracks the path itself.
+//! - **Round trip**: request sent → first body byte, from first attempts answered 2xx. On a
+//!   new connection the time also holds the handshakes: it counts as 2 round trips over TCP
+//!   and 3 with TLS (so a cold client learns from its very first wave). The estimate is the
+//!   smallest of the last [`WINDOW`] samples: queueing behind other bodies and slow server
+//!   moments only ever add time, so the minimum tracks the path itself.
 //! - **Per-request cost**: building and signing a request (attempt start → handed to the
 //!   transport), the median of the last samples, plus [`TRANSPORT_COST`] for the client's
 //!   share that is not timed (writing the request, parsing the answer).
@@ -274,6 +275,7 @@ pub(crate) struct Meter<'a> {
     bytes: Cell<u64>,
     status: Cell<u16>,
     new_connection: Cell<bool>,
+    tls: Cell<bool>,
 }
 
 impl<'a> Meter<'a> {
@@ -288,6 +290,7 @@ impl<'a> Meter<'a> {
             bytes: Cell::new(0),
             status: Cell::new(0),
             new_connection: Cell::new(false),
+            tls: Cell::new(false),
         }
     }
 
@@ -308,6 +311,7 @@ impl<'a> Meter<'a> {
             *link = endpoint(url).map(|e| table.link(&e));
         }
         self.sent.set(Some(Instant::now()));
+        self.tls.set(url.starts_with("https:"));
         self.first_byte.set(None);
         self.bytes.set(0);
         self.status.set(0);
@@ -351,10 +355,13 @@ impl<'a> Meter<'a> {
         if let (Some(prepared), Some(sent)) = (self.prepared.get(), self.sent.get()) {
             e.per_request
                 .push(sent.saturating_duration_since(prepared).as_secs_f64());
-            if !self.new_connection.get() {
-                e.rtt
-                    .push(first.saturating_duration_since(sent).as_secs_f64());
-            }
+            let trips = match (self.new_connection.get(), self.tls.get()) {
+                (false, _) => 1.0,
+                (true, false) => 2.0,
+                (true, true) => 3.0,
+            };
+            e.rtt
+                .push(first.saturating_duration_since(sent).as_secs_f64() / trips);
         }
         let body = now.saturating_duration_since(first);
         if bytes >= RATE_BODY && !body.is_zero() {
