@@ -1,5 +1,7 @@
 //! `karu`: read exact byte ranges from local files, HTTP(S) and object stores.
 
+mod units;
+
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use karu::plan::{self, Overrides};
+use karu::plan::{self, CostModel, Overrides, Policy};
 use karu::{Client, Config, DownloadOptions, Error, Locator, Read, Status};
 
 /// Read exact byte ranges from local files, HTTP(S) and object stores.
@@ -78,7 +80,8 @@ enum Command {
         #[arg(long)]
         stats: bool,
     },
-    /// Print the transfers the planner makes for `offset,length` lines.
+    /// Print the transfers the planner makes for `offset,length` lines, and (cost mode, the
+    /// default) their predicted time on the given link.
     Plan {
         /// Locator.
         uri: String,
@@ -87,7 +90,29 @@ enum Command {
         ranges: String,
         #[command(flatten)]
         overrides: PlanOverrides,
+        #[command(flatten)]
+        link: PlanLink,
     },
+}
+
+/// The link a cost-model plan is made for; what is not given comes from the priors.
+#[derive(Args)]
+struct PlanLink {
+    /// Round trip, e.g. `20ms`.
+    #[arg(long, value_parser = units::duration)]
+    rtt: Option<Duration>,
+    /// All connections together, e.g. `1Gbit`, `100Mbit`, `200MB/s`.
+    #[arg(long, value_parser = units::rate)]
+    bandwidth: Option<u64>,
+    /// One connection (default: the bandwidth when given).
+    #[arg(long, value_parser = units::rate)]
+    per_connection: Option<u64>,
+    /// Transfers in flight (default: KARU_CONCURRENCY).
+    #[arg(long)]
+    concurrency: Option<u32>,
+    /// Cost of one request besides its round trip, e.g. `100us`.
+    #[arg(long, value_parser = units::duration)]
+    per_request: Option<Duration>,
 }
 
 #[derive(Args)]
@@ -165,6 +190,16 @@ fn run(cli: Cli) -> Result<(), Error> {
             let done = batch.next().expect("one read gives one completion");
             if stats {
                 eprintln!("{}", batch.stats());
+                if object.is_remote() {
+                    let e = client.link_estimate(&object);
+                    eprintln!(
+                        "measured: {} (rtt_samples={} rate_samples={} total_samples={})",
+                        describe(&e.model),
+                        e.rtt_samples,
+                        e.rate_samples,
+                        e.total_samples
+                    );
+                }
             }
             let data = done.into_result()?;
             match output {
@@ -205,7 +240,8 @@ fn run(cli: Cli) -> Result<(), Error> {
             uri,
             ranges,
             overrides,
-        } => plan_command(&client, &uri, &ranges, &overrides),
+            link,
+        } => plan_command(&client, &uri, &ranges, &overrides, &link),
     }
 }
 
@@ -432,7 +468,58 @@ fn get(
     Ok(())
 }
 
-fn plan_command(client: &Client, uri: &str, ranges: &str, o: &PlanOverrides) -> Result<(), Error> {
+/// A cost model in words.
+fn describe(m: &CostModel) -> String {
+    format!(
+        "rtt {}, per request {}, per connection {}, total {}, concurrency {}",
+        units::show_duration(m.rtt),
+        units::show_duration(m.per_request),
+        units::show_rate(m.connection_rate),
+        units::show_rate(m.total_rate),
+        m.concurrency
+    )
+}
+
+/// The link of `karu plan`: what was given, the priors for the rest, and the options whose
+/// prior was used.
+fn plan_link(client: &Client, given: &PlanLink) -> (CostModel, Vec<&'static str>) {
+    let concurrency = given
+        .concurrency
+        .unwrap_or_else(|| client.settings().concurrency());
+    let prior = CostModel::priors(concurrency);
+    let model = CostModel {
+        rtt: given.rtt.unwrap_or(prior.rtt),
+        per_request: given.per_request.unwrap_or(prior.per_request),
+        connection_rate: given
+            .per_connection
+            .or(given.bandwidth)
+            .unwrap_or(prior.connection_rate),
+        total_rate: given.bandwidth.unwrap_or(prior.total_rate),
+        concurrency,
+    };
+    let mut priors = Vec::new();
+    if given.rtt.is_none() {
+        priors.push("--rtt");
+    }
+    if given.bandwidth.is_none() {
+        priors.push("--bandwidth");
+    }
+    if given.per_connection.is_none() && given.bandwidth.is_none() {
+        priors.push("--per-connection");
+    }
+    if given.per_request.is_none() {
+        priors.push("--per-request");
+    }
+    (model, priors)
+}
+
+fn plan_command(
+    client: &Client,
+    uri: &str,
+    ranges: &str,
+    o: &PlanOverrides,
+    link: &PlanLink,
+) -> Result<(), Error> {
     let object = Locator::parse(uri)?;
     let text = if ranges == "-" {
         let mut s = String::new();
@@ -477,9 +564,30 @@ fn plan_command(client: &Client, uri: &str, ranges: &str, o: &PlanOverrides) -> 
             if_match: None,
         })
         .collect();
-    let planned = plan::plan(&requests, &policy);
+    let guards_mode = client
+        .settings()
+        .option("KARU_COALESCE_MODE", "")
+        .is_some_and(|m| m.eq_ignore_ascii_case("guards"));
+    let (model, priors) = plan_link(client, link);
+    let guards = plan::plan(&requests, &policy);
+    let planned = if guards_mode {
+        guards.clone()
+    } else {
+        plan::plan_cost(&requests, &policy, &model)
+    };
     let mut out = io::stdout().lock();
     let w = |out: &mut io::StdoutLock<'_>, s: String| writeln!(out, "{s}").map_err(io_err);
+    w(
+        &mut out,
+        format!(
+            "mode: {}",
+            if guards_mode {
+                "guards (KARU_COALESCE_MODE=guards)"
+            } else {
+                "cost"
+            }
+        ),
+    )?;
     w(
         &mut out,
         format!(
@@ -487,17 +595,39 @@ fn plan_command(client: &Client, uri: &str, ranges: &str, o: &PlanOverrides) -> 
             policy.gap, policy.limit, policy.parts, policy.amplification
         ),
     )?;
+    w(
+        &mut out,
+        format!(
+            "link: {}{}",
+            describe(&model),
+            if priors.is_empty() {
+                String::new()
+            } else {
+                format!(" (priors for {})", priors.join(", "))
+            }
+        ),
+    )?;
     let mut fetched = 0u64;
     for (i, t) in planned.transfers.iter().enumerate() {
         fetched += t.length;
+        let pieces = t
+            .parts
+            .iter()
+            .filter(|p| p.skip > 0 || p.length < reads[p.index].1);
+        let pieces = pieces.count();
         w(
             &mut out,
             format!(
-                "transfer {i}: bytes {}-{} ({} bytes, {} parts)",
+                "transfer {i}: bytes {}-{} ({} bytes, {} parts{})",
                 t.offset,
                 t.offset + t.length - 1,
                 t.length,
-                t.parts.len()
+                t.parts.len(),
+                if pieces > 0 {
+                    format!(", {pieces} of them pieces of a split read")
+                } else {
+                    String::new()
+                }
             ),
         )?;
     }
@@ -517,6 +647,16 @@ fn plan_command(client: &Client, uri: &str, ranges: &str, o: &PlanOverrides) -> 
             planned.transfers.len(),
             planned.requested_bytes,
             fetched
+        ),
+    )?;
+    let no_merge = plan::plan(&requests, &Policy { gap: 0, ..policy });
+    w(
+        &mut out,
+        format!(
+            "predicted: {}  (guards plan: {}, no merging: {})",
+            units::show_duration(model.predict(&planned)),
+            units::show_duration(model.predict(&guards)),
+            units::show_duration(model.predict(&no_merge))
         ),
     )
 }

@@ -81,14 +81,68 @@ fn plan_prints_transfers_and_amplification() {
     let ranges: String = (0..1000u64)
         .map(|i| format!("{},{}\n", i << 20, 64 << 10))
         .collect();
+    // The guards plan of the spec's planner table.
     let out = karu(
-        &["plan", "https://example.com/data.bin", "--ranges", "-"],
+        &[
+            "-c",
+            "KARU_COALESCE_MODE=guards",
+            "plan",
+            "https://example.com/data.bin",
+            "--ranges",
+            "-",
+        ],
         Some(&ranges),
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("transfers: 16 "), "{text}");
     assert!(text.contains("fetched/requested: 15.76"), "{text}");
+    // The cost model on a 1 Gbit/s link with a 20 ms round trip: a 960 KiB gap costs 8 ms,
+    // more than the slot it would save, so every read is its own request.
+    let out = karu(
+        &[
+            "plan",
+            "https://example.com/data.bin",
+            "--ranges",
+            "-",
+            "--rtt",
+            "20ms",
+            "--bandwidth",
+            "1Gbit",
+        ],
+        Some(&ranges),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("transfers: 1000 "), "{text}");
+    assert!(text.contains("priors for --per-request"), "{text}");
+    assert!(!text.contains("--rtt,"), "{text}");
+    assert!(
+        text.contains("predicted: 539.1 ms  (guards plan: 8.25 s"),
+        "{text}"
+    );
+    // No link given: the priors, named.
+    let out = karu(
+        &["plan", "https://example.com/data.bin", "--ranges", "-"],
+        Some(&ranges),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("rtt 20.0 ms") && text.contains("(priors for --rtt, --bandwidth"),
+        "{text}"
+    );
+    let out = karu(
+        &[
+            "plan",
+            "https://example.com/x",
+            "--ranges",
+            "-",
+            "--rtt",
+            "soon",
+        ],
+        Some("0,10\n"),
+    );
+    assert_eq!(out.status.code(), Some(2)); // a usage error
     let out = karu(
         &[
             "plan",
@@ -209,8 +263,9 @@ fn cat_never_splices_two_versions() {
     assert_eq!(out.stdout.len() as u64, size);
     content::check("cat-same", 0, &out.stdout).unwrap();
     let etag = karu_testkit::server::etag("cat-same", size, 0);
+    // Three 8 MiB reads; the cost planner may cut each into pieces, each pinned alike.
     let chunks: Vec<_> = server.log().into_iter().skip(1).collect();
-    assert_eq!(chunks.len(), 3, "{chunks:?}");
+    assert!(chunks.len() >= 3, "{chunks:?}");
     for c in &chunks {
         assert_eq!(c.header("if-match"), Some(etag.as_str()), "{c:?}");
     }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::error::{Error, Status};
+use crate::plan::CostModel;
 
 /// The finished read: its tag, its status, how many bytes at the start of its buffer are
 /// defined, and the buffer itself when it was owned (karu's or a moved-in vector).
@@ -119,10 +120,14 @@ pub struct BatchStats {
     pub resumed: u64,
     /// Credential refreshes triggered by an authentication failure.
     pub credential_refreshes: u64,
+    /// The link the plan assumed (`KARU_COALESCE_MODE=cost` with remote reads; after a
+    /// first wave, the link the rest was planned for); `None` for a guards plan.
+    pub assumed: Option<CostModel>,
 }
 
 impl std::fmt::Display for BatchStats {
-    /// One line of `name=value` pairs, in the C struct's field order.
+    /// One line of `name=value` pairs, in the C struct's field order, then the link the plan
+    /// assumed, if any.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
@@ -137,7 +142,20 @@ impl std::fmt::Display for BatchStats {
             self.new_connections,
             self.resumed,
             self.credential_refreshes
-        )
+        )?;
+        if let Some(m) = &self.assumed {
+            write!(
+                f,
+                " assumed_rtt_us={} assumed_per_request_us={} assumed_connection_rate={} \
+                 assumed_total_rate={} assumed_concurrency={}",
+                m.rtt.as_micros(),
+                m.per_request.as_micros(),
+                m.connection_rate,
+                m.total_rate,
+                m.concurrency
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -160,7 +178,7 @@ impl Counters {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
-    fn snapshot(&self) -> BatchStats {
+    fn snapshot(&self, assumed: Option<CostModel>) -> BatchStats {
         let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
         BatchStats {
             transfers: r(&self.transfers),
@@ -172,6 +190,7 @@ impl Counters {
             new_connections: r(&self.new_connections),
             resumed: r(&self.resumed),
             credential_refreshes: r(&self.credential_refreshes),
+            assumed,
         }
     }
 }
@@ -242,6 +261,8 @@ pub(crate) struct Shared {
     hand_back: AtomicBool,
     /// The `Retry-After` of a throttled answer handed back (`Some(None)` without one).
     handed: Mutex<Option<Option<Duration>>>,
+    /// The link the plan assumed, for the stats.
+    assumed: Mutex<Option<CostModel>>,
 }
 
 impl Shared {
@@ -267,6 +288,17 @@ impl Shared {
     pub(crate) fn remember_region(&self, identity: &str, region: &str) {
         let mut regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
         regions.insert(identity.to_owned(), region.to_owned());
+    }
+
+    /// Records the link the batch's plan assumed.
+    pub(crate) fn assume(&self, model: Option<CostModel>) {
+        *self.assumed.lock().unwrap_or_else(|e| e.into_inner()) = model;
+    }
+
+    /// The counters so far, with the link the plan assumed.
+    pub(crate) fn stats(&self) -> BatchStats {
+        let assumed = *self.assumed.lock().unwrap_or_else(|e| e.into_inner());
+        self.counters.snapshot(assumed)
     }
 
     /// Makes throttled answers end this batch's exchanges at once (before any dispatch).
@@ -590,7 +622,7 @@ impl Batch {
 
     /// The counters so far (each read independently).
     pub fn stats(&self) -> BatchStats {
-        self.shared.counters.snapshot()
+        self.shared.stats()
     }
 
     /// Reads not yet completed.

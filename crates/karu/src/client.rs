@@ -1,6 +1,7 @@
 //! `Client`: the entry point. Holds a frozen settings snapshot and starts its engine on first
 //! use; submits batches, runs blocking and async reads and probes.
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
@@ -10,17 +11,29 @@ use crate::batch::{Batch, Completion, Counters, Shared};
 use crate::config::{Config, Settings};
 use crate::dest::Dest;
 use crate::engine::remote::LoopState;
-use crate::engine::{Engine, PartRead, Remote, Work};
+use crate::engine::split::SplitRead;
+use crate::engine::wave::Wave;
+use crate::engine::{Engine, PartRead, Remote, Work, link};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
-use crate::plan::{self, Overrides, Policy};
+use crate::plan::{self, LinkEstimate, Overrides, Policy, Transfer};
 use crate::probe::{self, Ends, ObjectInfo};
 use crate::read::Read;
 use crate::validate::condition::Condition;
 
+/// How the planner merges (`KARU_COALESCE_MODE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// The plan of smallest predicted time on the measured link (the default).
+    Cost,
+    /// The guards alone (the spec's planner).
+    Guards,
+}
+
 struct Inner {
     settings: Settings,
     policy: Policy,
+    mode: Mode,
     /// The engine and the pid that started it: a forked child builds its own (spec §1.10).
     engine: Mutex<Option<(u32, Arc<Engine>)>>,
 }
@@ -57,10 +70,15 @@ impl Client {
             parts: settings.coalesce_parts(),
             amplification: settings.coalesce_amplification(),
         };
+        let mode = match settings.option("KARU_COALESCE_MODE", "") {
+            Some(v) if v.eq_ignore_ascii_case("guards") => Mode::Guards,
+            _ => Mode::Cost,
+        };
         Ok(Client {
             inner: Arc::new(Inner {
                 settings,
                 policy,
+                mode,
                 engine: Mutex::new(None),
             }),
         })
@@ -74,6 +92,21 @@ impl Client {
     /// The planner policy of this client (before per-batch overrides).
     pub fn policy(&self) -> Policy {
         self.inner.policy
+    }
+
+    /// What this client has measured of the link to `locator`'s endpoint (scheme, host,
+    /// port): the estimates its cost-model plans assume, the priors until transfers have
+    /// completed there. A local file has no link: the priors.
+    pub fn link_estimate(&self, locator: &Locator) -> LinkEstimate {
+        self.estimate_in(&self.engine(), locator)
+    }
+
+    fn estimate_in(&self, engine: &Engine, locator: &Locator) -> LinkEstimate {
+        let concurrency = self.inner.settings.concurrency();
+        match link::locator_endpoint(&self.inner.settings, locator) {
+            Some(endpoint) => engine.links.estimate(&endpoint, concurrency),
+            None => LinkEstimate::priors(concurrency),
+        }
     }
 
     /// True when `config` would build a client with exactly these settings. No I/O.
@@ -108,13 +141,24 @@ impl Client {
     /// As [`submit`](Client::submit), with per-batch planner overrides (`Invalid` for values
     /// out of range).
     pub fn submit_with(&self, reads: Vec<Read>, overrides: &Overrides) -> Result<Batch> {
-        self.submit_inner(reads, overrides, false)
+        self.submit_inner(reads, overrides, false, None)
+    }
+
+    /// As [`submit`](Client::submit), planned by cost for the link `model` (whatever the
+    /// mode and the measurements): merges and splits on demand for tests.
+    #[cfg(test)]
+    pub(crate) fn submit_modelled(
+        &self,
+        reads: Vec<Read>,
+        model: plan::CostModel,
+    ) -> Result<Batch> {
+        self.submit_inner(reads, &Overrides::default(), false, Some(model))
     }
 
     /// Submits one download chunk: a throttled answer ends it at once (the download's window
     /// paces the retry) instead of waiting inside the exchange.
     pub(crate) fn submit_chunk(&self, read: Read) -> Result<Batch> {
-        self.submit_inner(vec![read], &Overrides::default(), true)
+        self.submit_inner(vec![read], &Overrides::default(), true, None)
     }
 
     fn submit_inner(
@@ -122,26 +166,31 @@ impl Client {
         reads: Vec<Read>,
         overrides: &Overrides,
         hand_back: bool,
+        model: Option<plan::CostModel>,
     ) -> Result<Batch> {
         let policy = self.inner.policy.with(overrides)?;
-        let planned = {
-            let requests: Vec<plan::Request<'_>> = reads
+        let engine = self.engine();
+        // A download chunk keeps its size: the download paces its own parallelism.
+        let estimate = match (model, self.inner.mode) {
+            (Some(model), _) => Some(LinkEstimate {
+                model,
+                rtt_samples: 1,
+                rate_samples: 1,
+                total_samples: 1,
+            }),
+            (None, Mode::Cost) if !hand_back => reads
                 .iter()
-                .map(|r| plan::Request {
-                    locator: &r.locator,
-                    offset: r.offset,
-                    length: r.length,
-                    if_match: r.pin.as_ref().and_then(Condition::if_match),
-                })
-                .collect();
-            plan::plan(&requests, &policy)
+                .find(|r| r.locator.is_remote())
+                .map(|r| self.estimate_in(&engine, &r.locator)),
+            _ => None,
         };
+        let planned = plan_reads(&reads, &policy, estimate.as_ref());
         let raw = reads.iter().any(|r| matches!(r.dest, Dest::Raw(_)));
         let shared = Shared::new(reads.len(), raw);
         if hand_back {
             shared.hand_back_throttling();
         }
-        Counters::add(&shared.counters.transfers, planned.transfers.len() as u64);
+        shared.assume(estimate.map(|e| e.model));
         Counters::add(&shared.counters.requested_bytes, planned.requested_bytes);
 
         let mut slots: Vec<Option<Read>> = reads.into_iter().map(Some).collect();
@@ -160,47 +209,51 @@ impl Client {
             .collect();
         shared.complete(rejected);
 
-        let work: Vec<Work> = planned
-            .transfers
-            .into_iter()
-            .map(|t| {
-                let (locator, pin) = slots[t.index]
-                    .as_ref()
-                    .map(|r| {
-                        // An empty `If-Match` is no condition.
-                        let pin = r.pin.clone().filter(|p| p.if_match() != Some(""));
-                        (r.locator.clone(), pin)
-                    })
-                    .expect("a transfer's read is planned once");
-                let parts = t
-                    .parts
-                    .into_iter()
-                    .map(|p| {
-                        let read = slots[p.index].take().expect("a read is planned once");
-                        PartRead {
-                            offset: p.offset,
-                            length: p.length,
-                            tag: read.tag,
-                            dest: read.dest,
-                        }
-                    })
-                    .collect();
-                Work {
-                    locator,
-                    offset: t.offset,
-                    length: t.length,
-                    parts,
-                    pin,
-                    access: Default::default(),
+        let mut transfers = planned.transfers;
+        // A cold link: a first wave from the priors, the rest planned again once it measured.
+        let wave = match estimate {
+            Some(e) if e.is_cold() => first_wave(&transfers, e.model.concurrency as usize),
+            _ => transfers.len(),
+        };
+        let later = transfers.split_off(wave);
+        let wave = (!later.is_empty()).then(|| {
+            let held: Vec<Read> = later
+                .iter()
+                .flat_map(|t| &t.parts)
+                .filter_map(|p| slots[p.index].take())
+                .collect();
+            let client = self.clone();
+            let batch = Arc::clone(&shared);
+            let replan = Box::new(move || {
+                if !batch.is_cancelled() {
+                    client.send_held(&batch, held, &policy);
                 }
-            })
-            .collect();
-        let engine = self.engine();
+            });
+            Wave::new(transfers.len().div_ceil(2), replan)
+        });
+        Counters::add(&shared.counters.transfers, transfers.len() as u64);
+        let work = work(&mut slots, transfers, wave.as_ref());
+        drop(wave);
         engine.dispatch(&shared, work);
         Ok(Batch {
             shared,
             _engine: Some(engine),
         })
+    }
+
+    /// Plans the reads a first wave held back, from what it measured, and sends them.
+    fn send_held(&self, shared: &Arc<Shared>, reads: Vec<Read>, policy: &Policy) {
+        let engine = self.engine();
+        let estimate = reads
+            .iter()
+            .find(|r| r.locator.is_remote())
+            .map(|r| self.estimate_in(&engine, &r.locator));
+        let planned = plan_reads(&reads, policy, estimate.as_ref());
+        shared.assume(estimate.map(|e| e.model));
+        Counters::add(&shared.counters.transfers, planned.transfers.len() as u64);
+        let mut slots: Vec<Option<Read>> = reads.into_iter().map(Some).collect();
+        let work = work(&mut slots, planned.transfers, None);
+        engine.dispatch(shared, work);
     }
 
     /// Runs reads to the end and returns their buffers in the order given, or the first
@@ -476,6 +529,98 @@ impl std::ops::Deref for RemoteHandle {
     fn deref(&self) -> &Remote {
         self.0.remote().expect("checked when the handle was made")
     }
+}
+
+/// The plan of `reads`: by cost when an estimate of the link is given, else by the guards.
+fn plan_reads(reads: &[Read], policy: &Policy, estimate: Option<&LinkEstimate>) -> plan::Plan {
+    let requests: Vec<plan::Request<'_>> = reads
+        .iter()
+        .map(|r| plan::Request {
+            locator: &r.locator,
+            offset: r.offset,
+            length: r.length,
+            if_match: r.pin.as_ref().and_then(Condition::if_match),
+        })
+        .collect();
+    match estimate {
+        Some(e) => plan::plan_cost(&requests, policy, &e.model),
+        None => plan::plan(&requests, policy),
+    }
+}
+
+/// How many transfers a first wave sends: one per concurrency slot, and no split read left
+/// half in it (its pieces are consecutive transfers).
+fn first_wave(transfers: &[Transfer], slots: usize) -> usize {
+    let mut n = slots.max(1).min(transfers.len());
+    while n < transfers.len() && transfers[n].parts.first().is_some_and(|p| p.skip > 0) {
+        n += 1;
+    }
+    n
+}
+
+/// Turns planned transfers into work, taking each read from `slots` (a read split into
+/// pieces once, into the destination its pieces share).
+fn work(
+    slots: &mut [Option<Read>],
+    transfers: Vec<Transfer>,
+    wave: Option<&Arc<Wave>>,
+) -> Vec<Work> {
+    let mut split: HashMap<usize, (Arc<SplitRead>, Locator, Option<Condition>)> = HashMap::new();
+    let mut out = Vec::with_capacity(transfers.len());
+    for t in transfers {
+        // An empty `If-Match` is no condition.
+        let of = |r: &Read| {
+            (
+                r.locator.clone(),
+                r.pin.clone().filter(|p| p.if_match() != Some("")),
+            )
+        };
+        let (locator, pin) = match (&slots[t.index], split.get(&t.index)) {
+            (Some(r), _) => of(r),
+            (None, Some((_, l, p))) => (l.clone(), p.clone()),
+            (None, None) => unreachable!("a transfer's read is planned once"),
+        };
+        let mut parts = Vec::with_capacity(t.parts.len());
+        let mut pieces = Vec::new();
+        for p in t.parts {
+            let whole = p.skip == 0
+                && slots[p.index]
+                    .as_ref()
+                    .is_some_and(|r| r.length == p.length);
+            if whole {
+                let read = slots[p.index].take().expect("a read is planned once");
+                parts.push(PartRead {
+                    offset: p.offset,
+                    length: p.length,
+                    tag: read.tag,
+                    dest: read.dest,
+                });
+                continue;
+            }
+            let (read, _, _) = split.entry(p.index).or_insert_with(|| {
+                let read = slots[p.index].take().expect("a split read is taken once");
+                let (l, pin) = of(&read);
+                let start = p.offset - p.skip;
+                (
+                    SplitRead::new(read.tag, start, read.length, read.dest),
+                    l,
+                    pin,
+                )
+            });
+            pieces.push(read.add_piece(p.offset, p.length, p.skip));
+        }
+        out.push(Work {
+            locator,
+            offset: t.offset,
+            length: t.length,
+            parts,
+            pieces,
+            wave: wave.map(Wave::ticket),
+            pin,
+            access: Default::default(),
+        });
+    }
+    out
 }
 
 /// Tags become input positions, so buffers can be returned in input order.

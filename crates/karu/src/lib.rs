@@ -28,6 +28,8 @@ mod backends;
 mod batch;
 mod client;
 mod config;
+#[cfg(test)]
+mod cost_tests;
 mod credentials;
 mod dest;
 mod download;

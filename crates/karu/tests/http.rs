@@ -25,7 +25,11 @@ fn random_reads_plan_into_the_logged_requests_and_every_byte_is_right() {
     let server = RangeServer::start();
     let size = 64u64 << 20;
     let l = object(&server, &format!("/ok/random?size={size}"));
-    let c = client(&[("KARU_COALESCE_LIMIT", "1048576")]);
+    // The guards plan, which the test restates with `plan::plan`.
+    let c = client(&[
+        ("KARU_COALESCE_LIMIT", "1048576"),
+        ("KARU_COALESCE_MODE", "guards"),
+    ]);
     let mut rng = 7u64;
     let spans: Vec<(u64, u64)> = (0..1000)
         .map(|_| {
@@ -75,8 +79,11 @@ fn sparse_reads_make_sixteen_requests_with_defaults_and_one_per_read_with_gap_ze
             .map(|i| Read::new(&l, i << 20, 64 << 10).tag(i))
             .collect()
     };
-    // 1,000 reads of 64 KiB at 1 MiB stride: 16 transfers with the defaults (spec §8)...
-    let batch = client(&[]).submit(reads(1000)).unwrap();
+    // 1,000 reads of 64 KiB at 1 MiB stride: 16 transfers with the guards' defaults (spec
+    // §8)...
+    let batch = client(&[("KARU_COALESCE_MODE", "guards")])
+        .submit(reads(1000))
+        .unwrap();
     for d in collect(&batch) {
         content::check("sparse", d.tag << 20, d.bytes()).unwrap();
     }
@@ -107,7 +114,9 @@ fn overlapping_and_duplicate_reads_share_one_transfer() {
         .enumerate()
         .map(|(i, &(o, n))| Read::new(&l, o, n).tag(i as u64))
         .collect();
-    let batch = client(&[]).submit(reads).unwrap();
+    let batch = client(&[("KARU_COALESCE_MODE", "guards")])
+        .submit(reads)
+        .unwrap();
     let all = collect(&batch);
     for d in &all[..4] {
         let (o, n) = spans[d.tag as usize];

@@ -16,6 +16,8 @@ pub(crate) enum Kind {
     RequestPayer,
     /// AUTO, 1.1, 2, 2TLS or 2PRIOR_KNOWLEDGE.
     HttpVersion,
+    /// cost or guards.
+    CoalesceMode,
 }
 
 /// One canonical option.
@@ -107,6 +109,8 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
     uint("KARU_COALESCE_LIMIT", 1, u64::MAX),
     uint("KARU_COALESCE_PARTS", 1, 1 << 20),
     uint("KARU_COALESCE_AMPLIFICATION", 1, 1 << 20),
+    // Not in the reference build: how the planner chooses merges and splits.
+    opt("KARU_COALESCE_MODE", Kind::CoalesceMode),
     uint("KARU_RANGE_FALLBACK_LIMIT", 0, u64::MAX),
     aliased(uint("KARU_MAX_ATTEMPTS", 1, 16), &["KARU_MAX_RETRIES"]),
     uint("KARU_REQUEST_TIMEOUT", 0, 86400),
@@ -213,7 +217,7 @@ pub(crate) static OPTIONS: &[OptionDef] = &[
 ];
 
 /// Every accepted spelling, as spec 3.7 lists them (aliases inline), plus
-/// `AWS_EC2_METADATA_SERVICE_ENDPOINT` and `GCS_OAUTH_TOKEN_URI`.
+/// `KARU_COALESCE_MODE`, `AWS_EC2_METADATA_SERVICE_ENDPOINT` and `GCS_OAUTH_TOKEN_URI`.
 pub(crate) static ACCEPTED_NAMES: &[&str] = &[
     "KARU_CONCURRENCY",
     "KARU_IO_THREADS",
@@ -221,6 +225,7 @@ pub(crate) static ACCEPTED_NAMES: &[&str] = &[
     "KARU_COALESCE_LIMIT",
     "KARU_COALESCE_PARTS",
     "KARU_COALESCE_AMPLIFICATION",
+    "KARU_COALESCE_MODE",
     "KARU_RANGE_FALLBACK_LIMIT",
     "KARU_MAX_ATTEMPTS",
     "KARU_MAX_RETRIES",
@@ -386,8 +391,9 @@ mod tests {
 
     #[test]
     fn vocabulary_is_exactly_the_spec_list() {
-        // The spec's 100 names plus AWS_EC2_METADATA_SERVICE_ENDPOINT and GCS_OAUTH_TOKEN_URI.
-        assert_eq!(ACCEPTED_NAMES.len(), 102);
+        // The spec's 100 names plus KARU_COALESCE_MODE, AWS_EC2_METADATA_SERVICE_ENDPOINT and
+        // GCS_OAUTH_TOKEN_URI.
+        assert_eq!(ACCEPTED_NAMES.len(), 103);
         let mut spellings: Vec<&str> = OPTIONS
             .iter()
             .flat_map(|d| std::iter::once(d.name).chain(d.aliases.iter().copied()))

@@ -68,6 +68,13 @@ pub(crate) fn check(id: OptId, value: &str) -> Result<()> {
                 Err(config_error(format!("{} must be 'requester'", d.name)))
             }
         }
+        Kind::CoalesceMode => {
+            if value.eq_ignore_ascii_case("cost") || value.eq_ignore_ascii_case("guards") {
+                Ok(())
+            } else {
+                Err(config_error(format!("{} must be cost or guards", d.name)))
+            }
+        }
         Kind::HttpVersion => match super::settings::HttpVersion::parse(value) {
             Some(_) => Ok(()),
             None => Err(config_error(format!(
@@ -121,6 +128,19 @@ mod tests {
         }
         let bools = OPTIONS.iter().filter(|d| d.kind == Kind::Bool).count();
         assert_eq!(bools, 8);
+    }
+
+    #[test]
+    fn coalesce_mode() {
+        for ok in ["cost", "guards", "COST", "Guards"] {
+            check(id_of("KARU_COALESCE_MODE"), ok).unwrap();
+        }
+        for bad in ["", "gaps", " cost", "0"] {
+            assert_eq!(
+                message("KARU_COALESCE_MODE", bad),
+                "KARU_COALESCE_MODE must be cost or guards"
+            );
+        }
     }
 
     #[test]

@@ -248,6 +248,8 @@ mod tests {
                 tag: 9,
                 dest: Dest::Alloc,
             }],
+            pieces: Vec::new(),
+            wave: None,
             pin: None,
             access: Default::default(),
         }

@@ -23,6 +23,7 @@ use crate::validate::condition::Condition;
 use crate::validate::{self, Deadline, Expect, Head, etag};
 
 use super::credentials::Lookups;
+use super::link::Meter;
 use super::secrets::{self, Sent};
 
 /// What one attempt asks the loop to do next.
@@ -60,6 +61,8 @@ pub(crate) struct Env<'a> {
     pub(crate) lookups: &'a Lookups,
     /// This loop's backend profiles (options read once per backend and path rules).
     pub(crate) profiles: &'a Profiles,
+    /// Times and bytes of the current attempt, for the link estimates.
+    pub(crate) meter: Meter<'a>,
 }
 
 impl Env<'_> {
@@ -76,9 +79,11 @@ impl Env<'_> {
             // Ids only grow; forgetting old ones bounds memory on long-lived loops.
             seen.clear();
         }
-        if seen.insert(resp.connection) {
+        let new = seen.insert(resp.connection);
+        if new {
             self.count(|c| &c.new_connections, 1);
         }
+        self.meter.head(resp.status, new);
         if resp.status == 429 || resp.status == 503 {
             self.count(|c| &c.throttled, 1);
         }
@@ -87,6 +92,7 @@ impl Env<'_> {
     /// Counts accepted 2xx body bytes.
     fn received(&self, n: u64) {
         self.count(|c| &c.received_bytes, n);
+        self.meter.body(n);
     }
 }
 
@@ -174,6 +180,7 @@ async fn attempts<H: Handler>(
             region: region.as_deref(),
             now: SystemTime::now(),
         };
+        env.meter.preparing();
         let prepared = backends::prepare(
             env.settings,
             env.profiles,
@@ -183,6 +190,7 @@ async fn attempts<H: Handler>(
             signing,
         )?;
         sent.note(&prepared.request, &auth);
+        env.meter.sent(&prepared.request.uri);
         let backends::Prepared {
             request,
             redirect,
@@ -230,6 +238,8 @@ async fn attempts<H: Handler>(
             Some(None) => return Err(Deadline::exceeded(&url)),
             Some(Some(step)) => step,
         };
+        env.meter
+            .ended(attempts == 1 && !throttled.get() && matches!(step, Step::Done(_)));
         // One region correction and one credential refresh per exchange; neither counts
         // as an attempt (spec §5.5).
         match correction {

@@ -6,9 +6,12 @@ pub(crate) mod exchange;
 #[cfg(test)]
 mod faults;
 mod file;
+pub(crate) mod link;
 mod queue;
 pub(crate) mod remote;
 mod secrets;
+pub(crate) mod split;
+pub(crate) mod wave;
 
 use std::sync::{Arc, OnceLock};
 
@@ -53,6 +56,10 @@ pub(crate) struct Work {
     pub(crate) offset: u64,
     pub(crate) length: u64,
     pub(crate) parts: Vec<PartRead>,
+    /// Pieces of split reads, in offset order (remote transfers only).
+    pub(crate) pieces: Vec<split::PieceRead>,
+    /// The first wave this transfer belongs to, if the batch re-plans after it.
+    pub(crate) wave: Option<wave::Ticket>,
     /// The reads' version condition (all parts of a transfer share it).
     pub(crate) pin: Option<Condition>,
     /// What the credential stage resolved.
@@ -60,12 +67,21 @@ pub(crate) struct Work {
 }
 
 impl Work {
-    /// Fails every read of the transfer with the same error.
+    /// Fails every read of the transfer with the same error (a split read once all its
+    /// pieces have ended).
     pub(crate) fn fail(self, error: &Error) -> impl Iterator<Item = Completion> {
+        let failed: Result<(u64, split::Version)> = Err(error.clone());
+        let locator = self.locator;
+        let split: Vec<Completion> = self
+            .pieces
+            .into_iter()
+            .filter_map(|p| p.finish(&locator, &failed))
+            .collect();
         let error = error.clone();
         self.parts
             .into_iter()
             .map(move |p| p.complete(Err(error.clone()), 0))
+            .chain(split)
     }
 }
 
@@ -100,6 +116,8 @@ pub(crate) struct Engine {
     files: Result<FileWorkers>,
     /// Started on the first remote read.
     remote: OnceLock<Result<Remote>>,
+    /// What the remote loops learn of each endpoint's link.
+    pub(crate) links: Arc<link::LinkTable>,
 }
 
 impl Engine {
@@ -108,13 +126,14 @@ impl Engine {
             settings: settings.clone(),
             files: FileWorkers::start(FILE_WORKERS),
             remote: OnceLock::new(),
+            links: Arc::default(),
         }
     }
 
     /// The remote loops, started on first use.
     pub(crate) fn remote(&self) -> Result<&Remote> {
         self.remote
-            .get_or_init(|| Remote::start(&self.settings))
+            .get_or_init(|| Remote::start(&self.settings, &self.links))
             .as_ref()
             .map_err(Clone::clone)
     }

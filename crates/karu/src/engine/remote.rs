@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 
 use super::credentials::{CredentialStage, Lookups, Resolver, Scope};
 use super::exchange::{Env, RangeRead};
+use super::link::{LinkTable, Meter};
 use super::{PartRead, Work, exchange};
 use crate::backends;
 use crate::batch::{Completion, Counters, Shared};
@@ -40,6 +41,8 @@ pub(crate) struct LoopState {
     rng: RefCell<fastrand::Rng>,
     lookups: Lookups,
     profiles: backends::Profiles,
+    /// The client's link estimates, which every exchange feeds.
+    links: Arc<LinkTable>,
 }
 
 impl LoopState {
@@ -54,6 +57,7 @@ impl LoopState {
             rng: &self.rng,
             lookups: &self.lookups,
             profiles: &self.profiles,
+            meter: Meter::new(Some(&self.links)),
         }
     }
 }
@@ -156,7 +160,7 @@ fn transport_options(settings: &Settings, share: usize) -> TransportOptions {
 impl Remote {
     /// Starts the loops; `Config` errors (an unreadable CA bundle, a bad proxy) fail every
     /// remote read of the client.
-    pub(crate) fn start(settings: &Settings) -> Result<Remote> {
+    pub(crate) fn start(settings: &Settings, links: &Arc<LinkTable>) -> Result<Remote> {
         let shares = settings.loop_shares();
         let most = shares.iter().copied().max().unwrap_or(1) as usize;
         let transport = Transport::new(transport_options(settings, most))?;
@@ -201,8 +205,9 @@ impl Remote {
             let transport = Arc::clone(&transport);
             let settings = settings.clone();
             let lookups = remote.credentials.lookups();
+            let links = Arc::clone(links);
             super::spawn(format!("karu-io-{i}"), move || {
-                run_loop(&rt, &inner, i, &transport, settings, lookups);
+                run_loop(&rt, &inner, i, &transport, settings, lookups, links);
             })?;
         }
         Ok(remote)
@@ -307,6 +312,7 @@ fn run_loop(
     transport: &Arc<Transport>,
     settings: Settings,
     lookups: Lookups,
+    links: Arc<LinkTable>,
 ) {
     let Some(rt) = &rt.0 else {
         return;
@@ -320,6 +326,7 @@ fn run_loop(
             rng: RefCell::new(fastrand::Rng::new()),
             lookups,
             profiles: backends::Profiles::default(),
+            links,
         });
         let slot = &inner.slots[index];
         loop {
@@ -380,11 +387,13 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
         offset,
         length,
         parts,
+        pieces,
+        wave: _wave,
         pin,
         access,
     } = work;
     // Buffers are allocated when the transfer runs; a read whose buffer cannot be had fails
-    // alone.
+    // alone (a split read once all its pieces have ended).
     let mut done = Vec::new();
     let mut ready = Vec::with_capacity(parts.len());
     for mut p in parts {
@@ -394,9 +403,21 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
         }
     }
     let mut parts = ready;
+    let mut slices = Vec::with_capacity(pieces.len());
+    for p in pieces {
+        match p.read.prepare() {
+            Ok(()) => slices.push(p),
+            Err(e) => done.extend(p.finish(&locator, &Err(e.context(locator.display())))),
+        }
+    }
     let result = {
         let env = state.env(Some(&batch));
-        let sink = |at: u64, data: &[u8]| scatter(&mut parts, at, data);
+        let sink = |at: u64, data: &[u8]| {
+            scatter(&mut parts, at, data);
+            for p in &slices {
+                p.write(at, data);
+            }
+        };
         let mut read = RangeRead::new(
             &state.settings,
             offset,
@@ -419,7 +440,13 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
             ))
         })
     };
-    done.extend(complete(&locator, parts, result.map(|f| f.end)));
+    let fetched = result.map(|f| (f.end, (f.etag, f.last_modified)));
+    done.extend(
+        slices
+            .into_iter()
+            .filter_map(|p| p.finish(&locator, &fetched)),
+    );
+    done.extend(complete(&locator, parts, fetched.map(|(end, _)| end)));
     Counters::add(&batch.counters.transfers_finished, 1);
     busy.finish(done);
 }

@@ -4,7 +4,11 @@
 //! Planning runs in three steps (spec §5.2): each read is validated on its own, the valid
 //! reads are ordered by (backend, identity, `if_match`, absolute offset), and a linear sweep
 //! merges neighbours of the same group while the four guards of the [`Policy`] hold.
+//!
+//! [`plan_cost`] adds a [`CostModel`] of the link: among merge gaps and piece sizes allowed by
+//! the guards it keeps the plan with the smallest predicted batch time (see [`cost`]).
 
+pub mod cost;
 mod group;
 #[cfg(test)]
 mod proptests;
@@ -13,6 +17,8 @@ mod tests;
 
 use crate::error::{Error, Result, Status};
 use crate::locator::{Locator, Window};
+
+pub use cost::{CostModel, LinkEstimate, plan_cost};
 
 /// How far the planner may merge reads into one transfer.
 ///
@@ -143,8 +149,8 @@ pub struct Request<'a> {
 /// let planned = plan(&reads, &Policy::default());
 /// // Parts are ordered by offset, with absolute offsets (the window starts at 1000).
 /// assert_eq!(planned.transfers[0].parts, [
-///     Part { index: 1, offset: 1000, length: 100 },
-///     Part { index: 0, offset: 1300, length: 100 },
+///     Part { index: 1, offset: 1000, length: 100, skip: 0 },
+///     Part { index: 0, offset: 1300, length: 100, skip: 0 },
 /// ]);
 /// # Ok::<(), karu::Error>(())
 /// ```
@@ -156,6 +162,10 @@ pub struct Part {
     pub offset: u64,
     /// Number of bytes.
     pub length: u64,
+    /// Bytes of the read before this part: 0 unless the read is split into pieces (only
+    /// [`plan_cost`] splits), each piece a part of its own transfer. A split read is whole
+    /// when all its pieces are.
+    pub skip: u64,
 }
 
 /// One ranged request to a backend, serving one or more reads.
@@ -185,6 +195,8 @@ pub struct Transfer {
     pub length: u64,
     /// The reads, ordered by offset (then by index).
     pub parts: Vec<Part>,
+    /// Whether the object is remote (only remote transfers use a link).
+    pub remote: bool,
 }
 
 /// The outcome of planning.
@@ -260,48 +272,89 @@ struct Entry {
 /// assert_eq!(planned.transfers[0].length, 16384);
 /// ```
 pub fn plan(requests: &[Request<'_>], policy: &Policy) -> Plan {
-    let mut rejected = Vec::new();
-    let mut entries = Vec::with_capacity(requests.len());
-    let mut groups = group::Groups::default();
-    // The group of each entry, kept only once a second group shows up.
-    let mut ids = Vec::new();
-    let mut requested_bytes = 0u64;
-    for (index, r) in requests.iter().enumerate() {
-        let if_match = r.if_match.filter(|s| !s.is_empty());
-        match validate(r, if_match) {
-            Ok(offset) => {
-                let id = groups.id(r.locator, if_match);
-                if id != 0 && ids.is_empty() {
-                    ids.resize(entries.len(), 0);
-                }
-                if !ids.is_empty() {
-                    ids.push(id);
-                }
-                entries.push(Entry {
-                    offset,
-                    length: r.length,
-                    index,
-                });
-                requested_bytes = requested_bytes.saturating_add(r.length);
-            }
-            Err(e) => rejected.push((index, e)),
-        }
-    }
-
-    let order = groups.finish();
-    let (mut entries, bounds) = order.partition(entries, &ids);
+    let mut prepared = Prepared::new(requests);
     let mut transfers = Vec::new();
-    for (rank, range) in bounds.windows(2).enumerate() {
-        let group = &mut entries[range[0]..range[1]];
-        // The index makes keys unique, so ties keep request order.
-        group.sort_unstable_by_key(|e| (e.offset, e.index));
-        merge(group, order.remote[rank], policy, &mut transfers);
+    let mut spans = Vec::new();
+    for (group, remote) in prepared.groups() {
+        spans.clear();
+        sweep(group, guards_gap(policy, remote), policy, &mut spans);
+        emit(group, &spans, remote, &mut transfers);
     }
     Plan {
         transfers,
-        rejected,
-        requested_bytes,
+        rejected: std::mem::take(&mut prepared.rejected),
+        requested_bytes: prepared.requested_bytes,
     }
+}
+
+/// Valid reads sorted by group, then by offset, and the reads that failed validation.
+struct Prepared {
+    entries: Vec<Entry>,
+    /// Group `r` is `entries[bounds[r]..bounds[r + 1]]`.
+    bounds: Vec<usize>,
+    remote: Vec<bool>,
+    rejected: Vec<(usize, Error)>,
+    requested_bytes: u64,
+}
+
+impl Prepared {
+    /// Validates, groups and sorts.
+    fn new(requests: &[Request<'_>]) -> Prepared {
+        let mut rejected = Vec::new();
+        let mut entries = Vec::with_capacity(requests.len());
+        let mut groups = group::Groups::default();
+        // The group of each entry, kept only once a second group shows up.
+        let mut ids = Vec::new();
+        let mut requested_bytes = 0u64;
+        for (index, r) in requests.iter().enumerate() {
+            let if_match = r.if_match.filter(|s| !s.is_empty());
+            match validate(r, if_match) {
+                Ok(offset) => {
+                    let id = groups.id(r.locator, if_match);
+                    if id != 0 && ids.is_empty() {
+                        ids.resize(entries.len(), 0);
+                    }
+                    if !ids.is_empty() {
+                        ids.push(id);
+                    }
+                    entries.push(Entry {
+                        offset,
+                        length: r.length,
+                        index,
+                    });
+                    requested_bytes = requested_bytes.saturating_add(r.length);
+                }
+                Err(e) => rejected.push((index, e)),
+            }
+        }
+        let order = groups.finish();
+        let (mut entries, bounds) = order.partition(entries, &ids);
+        for range in bounds.windows(2) {
+            // The index makes keys unique, so ties keep request order.
+            entries[range[0]..range[1]].sort_unstable_by_key(|e| (e.offset, e.index));
+        }
+        Prepared {
+            entries,
+            bounds,
+            remote: order.remote,
+            rejected,
+            requested_bytes,
+        }
+    }
+
+    /// Each group's sorted entries and whether it is remote.
+    fn groups(&self) -> impl Iterator<Item = (&[Entry], bool)> {
+        self.bounds
+            .windows(2)
+            .zip(&self.remote)
+            .map(|(range, &remote)| (&self.entries[range[0]..range[1]], remote))
+    }
+}
+
+/// The gap the guards plan merges across: `None` (no merging at all) when the policy's gap is
+/// 0; local files never skip bytes.
+fn guards_gap(policy: &Policy, remote: bool) -> Option<u64> {
+    (policy.gap > 0).then_some(if remote { policy.gap } else { 0 })
 }
 
 /// Checks one read and returns its absolute offset.
@@ -346,19 +399,33 @@ fn validate(r: &Request<'_>, if_match: Option<&str>) -> Result<u64> {
     Ok(absolute)
 }
 
-/// The linear sweep over one group's sorted entries: extends the current transfer while every
-/// guard holds, then builds its parts with their exact capacity.
-fn merge(entries: &[Entry], remote: bool, policy: &Policy, transfers: &mut Vec<Transfer>) {
-    let gap = if remote { policy.gap } else { 0 };
+/// A run of sorted entries `from..to` merged into one transfer of bytes `[start, last]`.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    from: usize,
+    to: usize,
+    start: u64,
+    /// Inclusive: an exclusive end of the last byte of the object would overflow.
+    last: u64,
+}
+
+impl Span {
+    fn length(&self) -> u64 {
+        self.last - self.start + 1
+    }
+}
+
+/// The linear sweep over one group's sorted entries: extends the current span while the gap
+/// (`None`: no merging, even of overlapping reads) and the other guards hold.
+fn sweep(entries: &[Entry], gap: Option<u64>, policy: &Policy, spans: &mut Vec<Span>) {
     let mut i = 0;
     while i < entries.len() {
         let first = entries[i];
         let start = first.offset;
-        // Inclusive ends: an exclusive end of the last byte of the object would overflow.
         let mut last = first.offset + (first.length - 1);
         let mut useful = u128::from(first.length);
         let mut j = i + 1;
-        if policy.gap > 0 {
+        if let Some(gap) = gap {
             for e in &entries[i + 1..] {
                 if e.offset > last && e.offset - last - 1 > gap {
                     break;
@@ -385,19 +452,36 @@ fn merge(entries: &[Entry], remote: bool, policy: &Policy, transfers: &mut Vec<T
                 j += 1;
             }
         }
-        transfers.push(Transfer {
-            index: first.index,
-            offset: start,
-            length: last - start + 1,
-            parts: entries[i..j]
-                .iter()
-                .map(|e| Part {
-                    index: e.index,
-                    offset: e.offset,
-                    length: e.length,
-                })
-                .collect(),
+        spans.push(Span {
+            from: i,
+            to: j,
+            start,
+            last,
         });
         i = j;
+    }
+}
+
+/// Transfers of whole reads, one per span, with parts of their exact capacity.
+fn emit(entries: &[Entry], spans: &[Span], remote: bool, transfers: &mut Vec<Transfer>) {
+    transfers.extend(spans.iter().map(|&s| transfer(entries, s, remote)));
+}
+
+/// The transfer of one span of whole reads.
+fn transfer(entries: &[Entry], s: Span, remote: bool) -> Transfer {
+    Transfer {
+        remote,
+        index: entries[s.from].index,
+        offset: s.start,
+        length: s.length(),
+        parts: entries[s.from..s.to]
+            .iter()
+            .map(|e| Part {
+                index: e.index,
+                offset: e.offset,
+                length: e.length,
+                skip: 0,
+            })
+            .collect(),
     }
 }

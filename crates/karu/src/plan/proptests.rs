@@ -213,3 +213,134 @@ proptest! {
         check(&requests, &policy)?;
     }
 }
+
+fn model_strategy() -> impl Strategy<Value = CostModel> {
+    let rate = prop_oneof![1 => 1..1000u64, 3 => 1000..20_000_000_000u64];
+    (0..100_000u64, 0..1000u64, rate.clone(), rate, 1..128u32).prop_map(
+        |(rtt_us, per_request_us, connection_rate, total_rate, concurrency)| CostModel {
+            rtt: std::time::Duration::from_micros(rtt_us),
+            per_request: std::time::Duration::from_micros(per_request_us),
+            connection_rate,
+            total_rate,
+            concurrency,
+        },
+    )
+}
+
+/// The cost plan serves every valid read exactly once (whole, or in pieces that tile it),
+/// keeps the guards as ceilings, and is predicted no slower than the guards plan or the plan
+/// without merging.
+fn check_cost(
+    requests: &[Request<'_>],
+    policy: &Policy,
+    model: &CostModel,
+) -> std::result::Result<(), TestCaseError> {
+    let planned = plan_cost(requests, policy, model);
+    let guards = plan(requests, policy);
+    let no_merge = plan(requests, &Policy { gap: 0, ..*policy });
+    prop_assert_eq!(&planned, &plan_cost(requests, policy, model));
+    prop_assert!(model.predict(&planned) <= model.predict(&guards));
+    prop_assert!(model.predict(&planned) <= model.predict(&no_merge));
+    prop_assert_eq!(&planned.rejected, &guards.rejected);
+    prop_assert_eq!(planned.requested_bytes, guards.requested_bytes);
+
+    // (skip, length, offset) of every part of each read.
+    let mut pieces: Vec<Vec<(u64, u64, u64)>> = vec![Vec::new(); requests.len()];
+    for t in &planned.transfers {
+        prop_assert!(!t.parts.is_empty());
+        prop_assert_eq!(t.index, t.parts[0].index);
+        prop_assert_eq!(t.offset, t.parts[0].offset);
+        let first = &requests[t.index];
+        let mut end = 0u128;
+        let mut useful = 0u128;
+        for p in &t.parts {
+            prop_assert_eq!(key(&requests[p.index]), key(first));
+            prop_assert!(p.offset >= t.offset && p.length > 0);
+            if end > 0 {
+                let gap = u128::from(p.offset).saturating_sub(end);
+                prop_assert!(policy.gap > 0 && gap <= u128::from(policy.gap));
+            }
+            end = end.max(u128::from(p.offset) + u128::from(p.length));
+            useful += u128::from(p.length);
+            pieces[p.index].push((p.skip, p.length, p.offset));
+        }
+        prop_assert_eq!(u128::from(t.offset) + u128::from(t.length), end);
+        if t.parts.len() > 1 {
+            prop_assert!(t.length <= policy.limit);
+            prop_assert!(t.parts.len() as u64 <= policy.parts);
+            let budget = useful.checked_mul(u128::from(policy.amplification));
+            prop_assert!(budget.is_none_or(|b| u128::from(t.length) <= b));
+            prop_assert!(t.parts.iter().all(|p| p.skip == 0));
+        }
+        if !first.locator.is_remote() {
+            prop_assert!(t.parts.iter().all(|p| p.skip == 0));
+        }
+    }
+    for (i, r) in requests.iter().enumerate() {
+        let mut mine = std::mem::take(&mut pieces[i]);
+        match expected(r) {
+            Err(_) => prop_assert!(mine.is_empty()),
+            Ok(start) => {
+                mine.sort_unstable();
+                let mut next = 0u64;
+                for (skip, length, offset) in mine {
+                    prop_assert_eq!(skip, next, "read {} is not tiled", i);
+                    prop_assert_eq!(offset, start + skip);
+                    next += length;
+                }
+                prop_assert_eq!(next, r.length);
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn cost_plan_invariants(
+        specs in prop::collection::vec(locator_spec(), 4),
+        reads in prop::collection::vec(read_spec(), 0..40),
+        policy in policy_strategy(),
+        model in model_strategy(),
+    ) {
+        let locators: Vec<Locator> = specs
+            .iter()
+            .map(|&(remote, id, offset, length)| {
+                let backend = if remote { Backend::S3 } else { Backend::File };
+                locator(backend, &format!("object{id}"), offset, length)
+            })
+            .collect();
+        let requests: Vec<Request<'_>> = reads
+            .iter()
+            .map(|&(l, offset, length, etag)| Request {
+                locator: &locators[l],
+                offset,
+                length,
+                if_match: ETAGS[etag],
+            })
+            .collect();
+        check_cost(&requests, &policy, &model)?;
+    }
+
+    /// Byte-sized reads on realistic objects, where merging and splitting both pay.
+    #[test]
+    fn cost_plans_of_large_reads(
+        reads in prop::collection::vec((0..1u64 << 30, 1..16u64 << 20), 1..60),
+        policy in policy_strategy(),
+        model in model_strategy(),
+    ) {
+        let object = locator(Backend::Http, "big", 0, None);
+        let requests: Vec<Request<'_>> = reads
+            .iter()
+            .map(|&(offset, length)| Request { locator: &object, offset, length, if_match: None })
+            .collect();
+        let policy = Policy {
+            gap: policy.gap << 16,
+            limit: policy.limit << 20,
+            ..policy
+        };
+        check_cost(&requests, &policy, &model)?;
+    }
+}

@@ -354,7 +354,8 @@ fn parts_are_in_offset_order_and_the_first_serves() {
         Part {
             index: 2,
             offset: 20,
-            length: 5
+            length: 5,
+            skip: 0
         }
     );
 }

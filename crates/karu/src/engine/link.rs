@@ -1,0 +1,447 @@
+//! Link estimates per endpoint (scheme, host, port), measured from completed exchanges and
+//! handed to the planner as a [`CostModel`](crate::plan::CostModel).
+//!
+//! What is measured, and how each estimate resists outliers:
+//! - **Round trip**: request sent → first body byte, from first attempts answered 2xx. On a
+//!   new connection the time also holds the handshakes: it counts as 2 round trips over TCP
+//!   and 3 with TLS (so a cold client learns from its very first wave). The estimate is the
+//!   smallest of the last [`WINDOW`] samples: queueing behind other bodies and slow server
+//!   moments only ever add time, so the minimum tracks the path itself.
+//! - **Per-request cost**: building and signing a request (attempt start → handed to the
+//!   transport), the median of the last samples, plus [`TRANSPORT_COST`] for the client's
+//!   share that is not timed (writing the request, parsing the answer).
+//! - **Connection rate**: body bytes ÷ (last byte − first byte) of first attempts answered 2xx
+//!   with at least [`RATE_BODY`] bytes; the median of the last samples.
+//! - **Total rate**: bytes of every body ÷ the time at least one body of the endpoint was
+//!   arriving, over windows of at least [`TOTAL_WINDOW`] and [`TOTAL_BYTES`] in which two or
+//!   more bodies overlapped; the largest of the last few windows (the link's capacity is what
+//!   it carried at best).
+//!
+//! Retried exchanges and throttled answers (429, 503) give no sample. Until an estimate has a
+//! sample it is the documented prior ([`CostModel::priors`](crate::plan::CostModel::priors)).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::backends::{self, ByteRange, Signing};
+use crate::config::Settings;
+use crate::credentials::Auth;
+use crate::locator::Locator;
+use crate::plan::{CostModel, LinkEstimate};
+
+/// Samples kept per estimate.
+pub(crate) const WINDOW: usize = 16;
+/// Smallest body that gives a connection-rate sample (a smaller one arrives in a burst).
+pub(crate) const RATE_BODY: u64 = 128 << 10;
+/// Shortest window of a total-rate sample.
+pub(crate) const TOTAL_WINDOW: Duration = Duration::from_millis(50);
+/// Fewest bytes in a total-rate sample.
+pub(crate) const TOTAL_BYTES: u64 = 1 << 20;
+/// The client's per-request work besides building and signing (writing the request, parsing
+/// the response head, completing the reads): measured once on loopback, not per request.
+pub(crate) const TRANSPORT_COST: Duration = Duration::from_micros(25);
+/// Total-rate windows kept.
+const TOTAL_KEPT: usize = 8;
+
+/// The last samples of one figure, with how many were ever taken.
+#[derive(Debug, Default)]
+struct Samples {
+    last: VecDeque<f64>,
+    count: u64,
+    keep: usize,
+}
+
+impl Samples {
+    fn new(keep: usize) -> Samples {
+        Samples {
+            keep,
+            ..Samples::default()
+        }
+    }
+
+    fn push(&mut self, v: f64) {
+        if !v.is_finite() || v < 0.0 {
+            return;
+        }
+        if self.last.len() == self.keep {
+            self.last.pop_front();
+        }
+        self.last.push_back(v);
+        self.count += 1;
+    }
+
+    fn min(&self) -> Option<f64> {
+        self.last.iter().copied().reduce(f64::min)
+    }
+
+    fn max(&self) -> Option<f64> {
+        self.last.iter().copied().reduce(f64::max)
+    }
+
+    fn median(&self) -> Option<f64> {
+        let mut v: Vec<f64> = self.last.iter().copied().collect();
+        v.sort_unstable_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    }
+}
+
+/// One endpoint's samples and its total-rate window.
+#[derive(Debug)]
+struct Endpoint {
+    rtt: Samples,
+    per_request: Samples,
+    rate: Samples,
+    total: Samples,
+    /// Bodies arriving now.
+    receiving: u32,
+    /// Most bodies arriving at once in this window.
+    peak: u32,
+    /// Since when a body has been arriving (while `receiving > 0`).
+    since: Option<Instant>,
+    /// Time with a body arriving in this window, before `since`.
+    busy: Duration,
+}
+
+impl Endpoint {
+    fn new() -> Endpoint {
+        Endpoint {
+            rtt: Samples::new(WINDOW),
+            per_request: Samples::new(WINDOW),
+            rate: Samples::new(WINDOW),
+            total: Samples::new(TOTAL_KEPT),
+            receiving: 0,
+            peak: 0,
+            since: None,
+            busy: Duration::ZERO,
+        }
+    }
+
+    fn body_started(&mut self, now: Instant, bytes: &AtomicU64) {
+        self.window(now, bytes);
+        if self.receiving == 0 {
+            self.since = Some(now);
+        }
+        self.receiving += 1;
+        self.peak = self.peak.max(self.receiving);
+    }
+
+    fn body_ended(&mut self, now: Instant, bytes: &AtomicU64) {
+        self.window(now, bytes);
+        self.receiving = self.receiving.saturating_sub(1);
+        if self.receiving == 0
+            && let Some(since) = self.since.take()
+        {
+            self.busy += now.saturating_duration_since(since);
+        }
+    }
+
+    /// Closes the total-rate window once it is long and full enough: a sample when bodies
+    /// overlapped in it.
+    fn window(&mut self, now: Instant, bytes: &AtomicU64) {
+        let busy = self.busy
+            + self
+                .since
+                .map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+        let carried = bytes.load(Ordering::Relaxed);
+        if busy < TOTAL_WINDOW || carried < TOTAL_BYTES {
+            return;
+        }
+        if self.peak >= 2 {
+            self.total.push(carried as f64 / busy.as_secs_f64());
+        }
+        bytes.fetch_sub(carried, Ordering::Relaxed);
+        self.busy = Duration::ZERO;
+        self.since = self.since.map(|_| now);
+        self.peak = self.receiving;
+    }
+
+    fn estimate(&self, concurrency: u32) -> LinkEstimate {
+        let prior = CostModel::priors(concurrency);
+        let secs = |v: f64| Duration::try_from_secs_f64(v).unwrap_or(Duration::MAX);
+        let rate = |v: f64| (v as u64).max(1);
+        let connection_rate = self.rate.median().map_or(prior.connection_rate, rate);
+        let total_rate = self.total.max().map_or(prior.total_rate, rate);
+        LinkEstimate {
+            model: CostModel {
+                rtt: self.rtt.min().map_or(prior.rtt, secs),
+                per_request: self
+                    .per_request
+                    .median()
+                    .map_or(prior.per_request, |v| secs(v) + TRANSPORT_COST),
+                connection_rate,
+                // Measured connections bound the link from below.
+                total_rate: if self.rate.count > 0 || self.total.count > 0 {
+                    total_rate.max(connection_rate)
+                } else {
+                    total_rate
+                },
+                concurrency,
+            },
+            rtt_samples: self.rtt.count,
+            rate_samples: self.rate.count,
+            total_samples: self.total.count,
+        }
+    }
+}
+
+/// One endpoint: its estimates, and the body bytes of its current total-rate window
+/// (counted as they arrive, without the lock).
+#[derive(Debug)]
+struct Link {
+    state: Mutex<Endpoint>,
+    bytes: AtomicU64,
+}
+
+impl Link {
+    fn lock(&self) -> MutexGuard<'_, Endpoint> {
+        // Samples are plain pushes: a panic cannot leave them inconsistent.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The estimates of every endpoint a client has talked to.
+#[derive(Debug, Default)]
+pub(crate) struct LinkTable {
+    endpoints: Mutex<HashMap<String, Arc<Link>>>,
+}
+
+impl LinkTable {
+    fn link(&self, endpoint: &str) -> Arc<Link> {
+        let mut map = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = map.get(endpoint) {
+            return Arc::clone(l);
+        }
+        let link = Arc::new(Link {
+            state: Mutex::new(Endpoint::new()),
+            bytes: AtomicU64::new(0),
+        });
+        map.insert(endpoint.to_owned(), Arc::clone(&link));
+        link
+    }
+
+    /// The estimate for `endpoint` (the priors for one never seen).
+    pub(crate) fn estimate(&self, endpoint: &str, concurrency: u32) -> LinkEstimate {
+        let link = {
+            let map = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
+            map.get(endpoint).cloned()
+        };
+        match link {
+            Some(l) => l.lock().estimate(concurrency),
+            None => Endpoint::new().estimate(concurrency),
+        }
+    }
+}
+
+/// `scheme://host:port` of an absolute request URI (the port made explicit), or `None`.
+pub(crate) fn endpoint(uri: &http::Uri) -> Option<String> {
+    let scheme = uri.scheme_str()?;
+    let port = uri.port_u16().or(match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    })?;
+    Some(format!(
+        "{scheme}://{}:{port}",
+        uri.host()?.to_ascii_lowercase()
+    ))
+}
+
+/// The endpoint a locator's requests go to first (before any redirect), as its exchanges
+/// record it; `None` for a local file or a locator no request can be built for.
+pub(crate) fn locator_endpoint(settings: &Settings, locator: &Locator) -> Option<String> {
+    if !locator.is_remote() {
+        return None;
+    }
+    let signing = Signing {
+        auth: &Auth::Anonymous,
+        region: None,
+        now: std::time::SystemTime::now(),
+    };
+    let range = ByteRange::Span { first: 0, last: 0 };
+    let profiles = backends::Profiles::default();
+    let prepared = backends::prepare(settings, &profiles, locator, range, None, signing).ok()?;
+    endpoint(&prepared.request.uri)
+}
+
+/// One exchange's measurement, kept by its attempt loop: what the current attempt sent and
+/// received, reported to the table as the attempt ends.
+#[derive(Debug)]
+pub(crate) struct Meter<'a> {
+    table: Option<&'a LinkTable>,
+    link: RefCell<Option<Arc<Link>>>,
+    prepared: Cell<Option<Instant>>,
+    sent: Cell<Option<Instant>>,
+    first_byte: Cell<Option<Instant>>,
+    bytes: Cell<u64>,
+    status: Cell<u16>,
+    new_connection: Cell<bool>,
+    tls: Cell<bool>,
+}
+
+impl<'a> Meter<'a> {
+    /// A meter reporting to `table` (none: measures nothing).
+    pub(crate) fn new(table: Option<&'a LinkTable>) -> Meter<'a> {
+        Meter {
+            table,
+            link: RefCell::new(None),
+            prepared: Cell::new(None),
+            sent: Cell::new(None),
+            first_byte: Cell::new(None),
+            bytes: Cell::new(0),
+            status: Cell::new(0),
+            new_connection: Cell::new(false),
+            tls: Cell::new(false),
+        }
+    }
+
+    /// An attempt starts building its request.
+    pub(crate) fn preparing(&self) {
+        if self.table.is_some() {
+            self.prepared.set(Some(Instant::now()));
+        }
+    }
+
+    /// The attempt's request goes to the transport.
+    pub(crate) fn sent(&self, uri: &http::Uri) {
+        let Some(table) = self.table else { return };
+        // A previous attempt whose body broke off ends here.
+        self.ended(false);
+        let mut link = self.link.borrow_mut();
+        if link.is_none() {
+            *link = endpoint(uri).map(|e| table.link(&e));
+        }
+        self.sent.set(Some(Instant::now()));
+        self.tls.set(uri.scheme_str() == Some("https"));
+        self.first_byte.set(None);
+        self.bytes.set(0);
+        self.status.set(0);
+    }
+
+    /// The response head arrived.
+    pub(crate) fn head(&self, status: u16, new_connection: bool) {
+        self.status.set(status);
+        self.new_connection.set(new_connection);
+    }
+
+    /// Body bytes arrived.
+    pub(crate) fn body(&self, n: u64) {
+        let link = self.link.borrow();
+        let Some(link) = link.as_ref() else { return };
+        if self.first_byte.get().is_none() {
+            let now = Instant::now();
+            self.first_byte.set(Some(now));
+            link.lock().body_started(now, &link.bytes);
+        }
+        link.bytes.fetch_add(n, Ordering::Relaxed);
+        self.bytes.set(self.bytes.get().saturating_add(n));
+    }
+
+    /// The attempt ended; `clean` when it is the exchange's first attempt and it succeeded,
+    /// so its times may be samples.
+    pub(crate) fn ended(&self, clean: bool) {
+        let Some(first) = self.first_byte.take() else {
+            return;
+        };
+        let link = self.link.borrow();
+        let Some(link) = link.as_ref() else { return };
+        let now = Instant::now();
+        let bytes = self.bytes.get();
+        let clean = clean && (200..300).contains(&self.status.get());
+        let mut e = link.lock();
+        e.body_ended(now, &link.bytes);
+        if !clean {
+            return;
+        }
+        if let (Some(prepared), Some(sent)) = (self.prepared.get(), self.sent.get()) {
+            e.per_request
+                .push(sent.saturating_duration_since(prepared).as_secs_f64());
+            let trips = match (self.new_connection.get(), self.tls.get()) {
+                (false, _) => 1.0,
+                (true, false) => 2.0,
+                (true, true) => 3.0,
+            };
+            e.rtt
+                .push(first.saturating_duration_since(sent).as_secs_f64() / trips);
+        }
+        let body = now.saturating_duration_since(first);
+        if bytes >= RATE_BODY && !body.is_zero() {
+            e.rate.push(bytes as f64 / body.as_secs_f64());
+        }
+    }
+}
+
+impl Drop for Meter<'_> {
+    /// An exchange dropped mid-body (cancelled, timed out) still ends its body.
+    fn drop(&mut self) {
+        self.ended(false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_make_ports_explicit() {
+        assert_eq!(
+            endpoint(&"https://Example.com/a?b".parse().unwrap()).as_deref(),
+            Some("https://example.com:443")
+        );
+        assert_eq!(
+            endpoint(&"http://127.0.0.1:8080/x".parse().unwrap()).as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
+        assert_eq!(endpoint(&"/relative".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn estimates_start_from_the_priors_and_resist_outliers() {
+        let table = LinkTable::default();
+        let cold = table.estimate("http://h:1", 8);
+        assert_eq!(cold.model, CostModel::priors(8));
+        assert!(cold.is_cold());
+        {
+            let link = table.link("http://h:1");
+            let mut e = link.lock();
+            for rtt in [0.020, 0.021, 0.500, 0.022] {
+                e.rtt.push(rtt); // one queued answer: the minimum ignores it
+            }
+            for rate in [50e6, 52e6, 1e12, 48e6, 51e6] {
+                e.rate.push(rate); // one burst: the median ignores it
+            }
+        }
+        let warm = table.estimate("http://h:1", 8);
+        assert_eq!(warm.model.rtt, Duration::from_millis(20));
+        assert_eq!(warm.model.connection_rate, 51_000_000);
+        assert_eq!(warm.model.total_rate, CostModel::PRIOR_TOTAL_RATE);
+        assert_eq!((warm.rtt_samples, warm.rate_samples), (4, 5));
+    }
+
+    #[test]
+    fn total_rate_needs_overlapping_bodies() {
+        let mut e = Endpoint::new();
+        let bytes = AtomicU64::new(0);
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        // One body at a time: no total-rate sample.
+        e.body_started(t0, &bytes);
+        bytes.fetch_add(10 << 20, Ordering::Relaxed);
+        e.body_ended(ms(100), &bytes);
+        assert_eq!(e.total.count, 0);
+        // Two bodies side by side over 100 ms carry 20 MiB; the window closes at the next
+        // body event.
+        e.body_started(ms(200), &bytes);
+        e.body_started(ms(200), &bytes);
+        bytes.fetch_add(20 << 20, Ordering::Relaxed);
+        e.body_ended(ms(300), &bytes);
+        e.body_ended(ms(300), &bytes);
+        e.body_started(ms(400), &bytes);
+        assert_eq!(e.total.count, 1);
+        let rate = e.total.max().unwrap();
+        assert!((rate - 20.0 * 1048576.0 / 0.1).abs() < 1.0, "{rate}");
+    }
+}

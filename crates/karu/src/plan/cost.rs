@@ -1,0 +1,458 @@
+//! The cost model the planner minimises, and the plan it chooses with it.
+//!
+//! The predicted time of a batch of `n` transfers of `bytes` in all (the largest `max`), on a
+//! link with round trip `rtt`, per-request cost `o`, one connection's rate `pc`, all
+//! connections' rate `total` and `concurrency` slots (`c = min(concurrency, n)`), is the
+//! largest of four bounds:
+//!
+//! ```text
+//! slots   = (n × (rtt + o) + bytes / pc) / c    every slot busy a round trip and its bytes
+//! link    = rtt + bytes / total                 the shared link carries every byte
+//! longest = rtt + o + max / pc                  the longest transfer on its connection
+//! cpu     = n × o                               the client prepares requests one by one
+//! ```
+//!
+//! Predictions are rounded down to a grid of 1/64 of their power of two (about 1.5 %): plans
+//! whose times differ by less are equal, and then the one with fewer transfers (then fewer
+//! bytes) wins, since every request costs the server something a model of the client misses.
+//!
+//! [`plan_cost`] sweeps the reads with a few merge gaps (none, the guards' gap, and the gaps
+//! whose bytes cost as much as the round trip they save at each rate), cuts long transfers
+//! into pieces of a few sizes (so that idle slots share a transfer that would dominate the
+//! batch), and keeps the candidate with the smallest predicted time. The guards plan and the
+//! plan without merging are candidates, so the chosen plan is never predicted slower than
+//! either. The four guards stay ceilings: a gap never exceeds the policy's, and every transfer
+//! or piece keeps its span, parts and amplification within them (a single read larger than the
+//! span limit may be cut, as the guards plan never does).
+
+use std::time::Duration;
+
+use super::{
+    Entry, Part, Plan, Policy, Prepared, Request, Span, Transfer, emit, guards_gap, sweep, transfer,
+};
+
+/// The smallest piece a transfer is cut into (a smaller one costs a round trip for too few
+/// bytes on any link).
+pub const MIN_PIECE: u64 = 256 << 10;
+
+/// A link as the planner sees it, and the slots it may use.
+///
+/// ```
+/// use std::time::Duration;
+/// use karu::plan::{plan, plan_cost, CostModel, Policy, Request};
+/// let object = karu::Locator::parse("https://example.com/data.bin")?;
+/// // 1,000 sparse 64 KiB reads, 1 MiB apart.
+/// let reads: Vec<Request> = (0..1000u64)
+///     .map(|i| Request { locator: &object, offset: i << 20, length: 64 << 10, if_match: None })
+///     .collect();
+/// let policy = Policy::default();
+/// // A 1 Gbit/s link with a 1 ms round trip: a 960 KiB gap costs more than the round trip it
+/// // saves, so nothing merges (the guards plan fetches 16 × the bytes in 16 transfers).
+/// let lan = CostModel {
+///     rtt: Duration::from_millis(1),
+///     per_request: Duration::ZERO,
+///     connection_rate: 125_000_000,
+///     total_rate: 125_000_000,
+///     concurrency: 64,
+/// };
+/// let cost = plan_cost(&reads, &policy, &lan);
+/// let guards = plan(&reads, &policy);
+/// assert_eq!((guards.transfers.len(), cost.transfers.len()), (16, 1000));
+/// assert!(lan.predict(&cost) < lan.predict(&guards));
+/// # Ok::<(), karu::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CostModel {
+    /// Round trip: request sent to first body byte.
+    pub rtt: Duration,
+    /// Cost of one request besides its round trip (preparing, signing, answering it).
+    pub per_request: Duration,
+    /// Bytes per second one connection carries.
+    pub connection_rate: u64,
+    /// Bytes per second all connections to the endpoint carry together.
+    pub total_rate: u64,
+    /// Transfers in flight at once (`KARU_CONCURRENCY`).
+    pub concurrency: u32,
+}
+
+impl CostModel {
+    /// Round trip assumed before any measurement: an object store in the same region.
+    pub const PRIOR_RTT: Duration = Duration::from_millis(20);
+    /// Per-request cost assumed before any measurement.
+    pub const PRIOR_PER_REQUEST: Duration = Duration::from_micros(100);
+    /// One connection's rate assumed before any measurement: 100 MB/s (800 Mbit/s).
+    pub const PRIOR_CONNECTION_RATE: u64 = 100_000_000;
+    /// All connections' rate assumed before any measurement: 1.25 GB/s (10 Gbit/s).
+    pub const PRIOR_TOTAL_RATE: u64 = 1_250_000_000;
+
+    /// The documented priors, with `concurrency` slots.
+    ///
+    /// ```
+    /// let m = karu::plan::CostModel::priors(64);
+    /// assert_eq!(m.rtt, std::time::Duration::from_millis(20));
+    /// assert_eq!((m.connection_rate, m.total_rate, m.concurrency), (100_000_000, 1_250_000_000, 64));
+    /// ```
+    pub fn priors(concurrency: u32) -> CostModel {
+        CostModel {
+            rtt: Self::PRIOR_RTT,
+            per_request: Self::PRIOR_PER_REQUEST,
+            connection_rate: Self::PRIOR_CONNECTION_RATE,
+            total_rate: Self::PRIOR_TOTAL_RATE,
+            concurrency,
+        }
+    }
+
+    /// The predicted time of a plan's remote transfers under this model (local files use
+    /// no link).
+    pub fn predict(&self, plan: &Plan) -> Duration {
+        let mut load = Load::default();
+        for t in plan.transfers.iter().filter(|t| t.remote) {
+            load.add(t.length);
+        }
+        Duration::try_from_secs_f64(self.time(&load)).unwrap_or(Duration::MAX)
+    }
+
+    /// The predicted time in seconds, on the grid (see the module docs).
+    fn time(&self, load: &Load) -> f64 {
+        let t = self.exact(load);
+        if t <= 0.0 || !t.is_finite() {
+            return t;
+        }
+        let step = (t.log2().floor() - 6.0).exp2();
+        (t / step).floor() * step
+    }
+
+    fn exact(&self, load: &Load) -> f64 {
+        if load.n == 0 {
+            return 0.0;
+        }
+        let rtt = self.rtt.as_secs_f64();
+        let k = rtt + self.per_request.as_secs_f64();
+        let pc = self.connection_rate.max(1) as f64;
+        let total = self.total_rate.max(1) as f64;
+        let bytes = load.bytes as f64;
+        let c = u64::from(self.concurrency.max(1)).min(load.n) as f64;
+        let slots = (load.n as f64 * k + bytes / pc) / c;
+        let link = rtt + bytes / total;
+        let longest = k + load.max as f64 / pc;
+        let cpu = load.n as f64 * self.per_request.as_secs_f64();
+        slots.max(link).max(longest).max(cpu)
+    }
+
+    /// The merge gaps worth trying: the guards' own, none at all, touching reads only, and
+    /// the gaps whose bytes take as long as one request's round trip at each rate.
+    fn gaps(&self, policy: &Policy) -> Vec<Option<u64>> {
+        let guards = guards_gap(policy, true);
+        let mut gaps = vec![guards, None];
+        if let Some(ceiling) = guards {
+            let k = self.rtt.as_secs_f64() + self.per_request.as_secs_f64();
+            let c = f64::from(self.concurrency.max(1));
+            let pc = self.connection_rate as f64;
+            let total = self.total_rate as f64;
+            for bytes in [0.0, k * pc, k * total / c, k * total] {
+                // `as` saturates: a huge product is the ceiling.
+                let gap = Some((bytes as u64).min(ceiling));
+                if !gaps.contains(&gap) {
+                    gaps.push(gap);
+                }
+            }
+        }
+        gaps
+    }
+
+    /// Piece sizes worth trying for a load: enough pieces to fill a quarter of the slots up
+    /// to twice them, never below [`MIN_PIECE`] and only below the longest transfer.
+    fn piece_sizes(&self, load: &Load) -> Vec<u64> {
+        let c = u64::from(self.concurrency.max(1));
+        let mut sizes = Vec::new();
+        for m in [c / 4, c / 2, c, 2 * c] {
+            let size = load.bytes.div_ceil(u128::from(m.max(1)));
+            let size = u64::try_from(size).unwrap_or(u64::MAX).max(MIN_PIECE);
+            if size < load.max && !sizes.contains(&size) {
+                sizes.push(size);
+            }
+        }
+        sizes
+    }
+}
+
+/// What the engine has learnt of one endpoint's link (measured by the engine, see
+/// [`Client::link_estimate`](crate::Client::link_estimate)); every figure falls back to its prior
+/// until it has a sample.
+///
+/// ```
+/// let client = karu::Client::new(&karu::Config::empty())?;
+/// let object = karu::Locator::parse("https://example.com/data.bin")?;
+/// let estimate = client.link_estimate(&object); // no transfer yet: the priors
+/// assert_eq!(estimate.rtt_samples, 0);
+/// assert_eq!(estimate.model.rtt, karu::plan::CostModel::PRIOR_RTT);
+/// # Ok::<(), karu::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkEstimate {
+    /// The estimates as the planner uses them (concurrency from the client's settings).
+    pub model: CostModel,
+    /// Round-trip samples behind `model.rtt` (0: the prior).
+    pub rtt_samples: u64,
+    /// Connection-rate samples behind `model.connection_rate` (0: the prior).
+    pub rate_samples: u64,
+    /// Total-rate samples behind `model.total_rate` (0: the prior, or the connection rate
+    /// when that is higher).
+    pub total_samples: u64,
+}
+
+impl LinkEstimate {
+    /// Nothing measured: the priors, with `concurrency` slots.
+    pub fn priors(concurrency: u32) -> LinkEstimate {
+        LinkEstimate {
+            model: CostModel::priors(concurrency),
+            rtt_samples: 0,
+            rate_samples: 0,
+            total_samples: 0,
+        }
+    }
+
+    /// True when no figure has been measured yet.
+    pub fn is_cold(&self) -> bool {
+        self.rtt_samples == 0 && self.rate_samples == 0
+    }
+}
+
+/// Transfers counted for a prediction.
+#[derive(Clone, Copy, Debug, Default)]
+struct Load {
+    n: u64,
+    bytes: u128,
+    max: u64,
+}
+
+impl Load {
+    fn add(&mut self, length: u64) {
+        self.n += 1;
+        self.bytes += u128::from(length);
+        self.max = self.max.max(length);
+    }
+}
+
+/// One transfer of a split: whole reads, or a slice of one read larger than the piece size.
+#[derive(Clone, Copy, Debug)]
+enum Piece {
+    Whole(Span),
+    Slice {
+        entry: usize,
+        skip: u64,
+        length: u64,
+    },
+}
+
+impl Piece {
+    fn length(&self) -> u64 {
+        match self {
+            Piece::Whole(s) => s.length(),
+            Piece::Slice { length, .. } => *length,
+        }
+    }
+}
+
+/// Cuts a span into pieces of at most `size` bytes: consecutive whole reads while they fit
+/// (and keep the amplification guard), and a read larger than `size` into equal slices.
+fn cut(entries: &[Entry], span: Span, size: u64, policy: &Policy, out: &mut impl FnMut(Piece)) {
+    let mut current: Option<(Span, u128)> = None;
+    for (k, &e) in entries.iter().enumerate().take(span.to).skip(span.from) {
+        let e_last = e.offset + (e.length - 1);
+        if e.length > size {
+            if let Some((c, _)) = current.take() {
+                out(Piece::Whole(c));
+            }
+            let length = e.length.div_ceil(e.length.div_ceil(size));
+            let mut skip = 0;
+            while skip < e.length {
+                let n = length.min(e.length - skip);
+                out(Piece::Slice {
+                    entry: k,
+                    skip,
+                    length: n,
+                });
+                skip += n;
+            }
+            continue;
+        }
+        if let Some((c, useful)) = &mut current {
+            let end = c.last.max(e_last);
+            let merged = *useful + u128::from(e.length);
+            let within = end - c.start < size
+                && merged
+                    .checked_mul(u128::from(policy.amplification))
+                    .is_none_or(|budget| u128::from(end - c.start) < budget);
+            if within {
+                c.to = k + 1;
+                c.last = end;
+                *useful = merged;
+                continue;
+            }
+            out(Piece::Whole(*c));
+        }
+        current = Some((
+            Span {
+                from: k,
+                to: k + 1,
+                start: e.offset,
+                last: e_last,
+            },
+            u128::from(e.length),
+        ));
+    }
+    if let Some((c, _)) = current {
+        out(Piece::Whole(c));
+    }
+}
+
+/// A candidate: a merge gap and a piece size (`None`: no cutting).
+#[derive(Clone, Copy, Debug)]
+struct Choice {
+    gap: Option<u64>,
+    piece: Option<u64>,
+}
+
+/// Plans reads as [`plan`](super::plan) does, but chooses merges and splits of remote reads
+/// by their predicted time under `model` (see the [module docs](self)); local files are
+/// planned as the guards plan them (they use no link). No clock, no I/O: the model comes in
+/// as a value.
+///
+/// ```
+/// use std::time::Duration;
+/// use karu::plan::{plan_cost, CostModel, Policy, Request};
+/// let object = karu::Locator::parse("https://example.com/big.bin")?;
+/// // One 64 MiB read on a fast link with a 20 ms round trip is cut into pieces that run in
+/// // parallel; each piece is a part with the read's index and its place in the read.
+/// let read = [Request { locator: &object, offset: 0, length: 64 << 20, if_match: None }];
+/// let model = CostModel { rtt: Duration::from_millis(20), ..CostModel::priors(64) };
+/// let planned = plan_cost(&read, &Policy::default(), &model);
+/// assert!(planned.transfers.len() > 1);
+/// let mut next = 0;
+/// for t in &planned.transfers {
+///     assert_eq!((t.parts[0].index, t.parts[0].skip), (0, next));
+///     next += t.parts[0].length;
+/// }
+/// assert_eq!(next, 64 << 20);
+/// # Ok::<(), karu::Error>(())
+/// ```
+pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -> Plan {
+    let mut prepared = Prepared::new(requests);
+    let entries = &prepared.entries;
+    let mut spans = Vec::new();
+    let mut best: Option<((f64, u64, u128), Choice)> = None;
+    let mut consider = |load: &Load, choice: Choice| {
+        let key = (model.time(load), load.n, load.bytes);
+        if best.is_none_or(|(k, _)| key < k) {
+            best = Some((key, choice));
+        }
+    };
+    for gap in model.gaps(policy) {
+        remote_spans(&prepared, gap, policy, &mut spans);
+        let mut load = Load::default();
+        spans.iter().for_each(|(_, s)| load.add(s.length()));
+        consider(&load, Choice { gap, piece: None });
+        for size in model.piece_sizes(&load) {
+            let mut load = Load::default();
+            for &(base, s) in &spans {
+                if s.length() <= size {
+                    load.add(s.length());
+                } else {
+                    cut(&entries[base..], s, size, policy, &mut |p| {
+                        load.add(p.length())
+                    });
+                }
+            }
+            consider(
+                &load,
+                Choice {
+                    gap,
+                    piece: Some(size),
+                },
+            );
+        }
+    }
+    let choice = best.map_or(
+        Choice {
+            gap: guards_gap(policy, true),
+            piece: None,
+        },
+        |(_, c)| c,
+    );
+    let mut transfers = Vec::new();
+    let mut own = Vec::new();
+    for (group, remote) in prepared.groups() {
+        own.clear();
+        let gap = if remote {
+            choice.gap
+        } else {
+            guards_gap(policy, false)
+        };
+        sweep(group, gap, policy, &mut own);
+        match choice.piece.filter(|_| remote) {
+            None => emit(group, &own, remote, &mut transfers),
+            Some(size) => {
+                for &s in &own {
+                    if s.length() <= size {
+                        transfers.push(transfer(group, s, true));
+                    } else {
+                        cut(group, s, size, policy, &mut |p| {
+                            transfers.push(piece(group, p));
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Plan {
+        transfers,
+        rejected: std::mem::take(&mut prepared.rejected),
+        requested_bytes: prepared.requested_bytes,
+    }
+}
+
+/// The spans of every remote group under `gap`, each with its group's first entry.
+fn remote_spans(
+    prepared: &Prepared,
+    gap: Option<u64>,
+    policy: &Policy,
+    out: &mut Vec<(usize, Span)>,
+) {
+    out.clear();
+    let mut own = Vec::new();
+    for (range, &remote) in prepared.bounds.windows(2).zip(&prepared.remote) {
+        if remote {
+            own.clear();
+            sweep(&prepared.entries[range[0]..range[1]], gap, policy, &mut own);
+            out.extend(own.iter().map(|&s| (range[0], s)));
+        }
+    }
+}
+
+/// The transfer of one piece.
+fn piece(entries: &[Entry], p: Piece) -> Transfer {
+    match p {
+        Piece::Whole(s) => transfer(entries, s, true),
+        Piece::Slice {
+            entry,
+            skip,
+            length,
+        } => {
+            let e = entries[entry];
+            let part = Part {
+                index: e.index,
+                offset: e.offset + skip,
+                length,
+                skip,
+            };
+            Transfer {
+                index: e.index,
+                offset: part.offset,
+                length,
+                parts: vec![part],
+                remote: true,
+            }
+        }
+    }
+}
