@@ -17,6 +17,7 @@
 //! and not mixed with the servers', the proxies' or another reader's. The servers it started
 //! are stopped however it ends ([`cleanup`]).
 
+mod chart;
 mod cleanup;
 mod instructions;
 mod plain;
@@ -391,7 +392,7 @@ fn main() {
     }
     drop(servers);
     let total = started.elapsed();
-    let md = report::markdown(&report::Input {
+    let input = report::Input {
         rows: &rows,
         workloads: &workloads,
         machine: &machine,
@@ -400,8 +401,17 @@ fn main() {
         reps: opts.reps,
         quick: opts.quick,
         total,
-    });
-    report::write(&opts.out, &md);
+    };
+    report::write(&opts.out, &report::markdown(&input));
+    let svg = report::chart_path(&opts.out);
+    match chart::draw(
+        &rows,
+        "karu and its peers: wall time relative to the fastest reader",
+        &svg,
+    ) {
+        Ok(()) => report::write_chart(&opts.out, &svg, &input),
+        Err(e) => say!("could not draw {}: {e}", svg.display()),
+    }
     say!(
         "wrote {} ({:.0} s in all)",
         opts.out.display(),

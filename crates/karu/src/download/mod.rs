@@ -420,6 +420,7 @@ impl Job<'_, '_> {
             _engine: None,
         };
         let mut probe_requests = 1;
+        let probe_started = Instant::now();
         let ends = match self
             .client
             .read_ends_counted(
@@ -449,6 +450,7 @@ impl Job<'_, '_> {
             }
             Err(e) => return Err(e),
         };
+        let probe_time = probe_started.elapsed();
         let layout = Layout {
             size: ends.info.size,
             probe: ends.head.len() as u64,
@@ -491,7 +493,7 @@ impl Job<'_, '_> {
             let temp = Temp::create(dest)?;
             temp.set_len(layout.size)
                 .map_err(|e| io_error(dest, "cannot size temporary output", e))?;
-            self.stream(&temp, &ends, &ticker, &mut budget, &mut result)
+            self.stream(&temp, &ends, None, &ticker, &mut budget, &mut result)
                 .await?;
             temp.publish(dest, self.options.overwrite)?;
             return Ok(result);
@@ -500,8 +502,32 @@ impl Job<'_, '_> {
         let (mut temp, done, mut sidecar) = self.prepare(&layout, etag.as_deref())?;
         let resumable = sidecar.is_some();
         let mut in_flight = Vec::new();
-        let outcome = self
-            .fill(
+        let single = self.locator.is_remote()
+            && done.is_empty()
+            && layout.count() > 1
+            && !split(layout.probe, probe_time);
+        let outcome = if single {
+            // One stream is as fast as the link: the rest after the probe in one pinned GET,
+            // straight into the file (no chunk buffers, no round trip per chunk).
+            let written = temp
+                .write_at(&ends.head, 0)
+                .map_err(|e| io_error(dest, "cannot write temporary output", e));
+            match written {
+                Ok(()) => {
+                    self.stream(
+                        &temp,
+                        &ends,
+                        pin.as_ref(),
+                        &ticker,
+                        &mut budget,
+                        &mut result,
+                    )
+                    .await
+                }
+                Err(e) => Err(e),
+            }
+        } else {
+            self.fill(
                 &mut temp,
                 sidecar.as_mut(),
                 &layout,
@@ -513,7 +539,8 @@ impl Job<'_, '_> {
                 &mut result,
                 &mut in_flight,
             )
-            .await;
+            .await
+        };
         settle(in_flight).await;
         drop(sidecar);
         if let Err(e) = outcome {
@@ -583,11 +610,14 @@ impl Job<'_, '_> {
         Ok((temp, BTreeSet::new(), sidecar))
     }
 
-    /// Reads the whole object in one stream into `temp`, reporting progress on each tick.
+    /// Reads the object in one stream into `temp`, reporting progress on each tick: with
+    /// `pin`, the rest after the probe's bytes (already in `temp`), pinned by it; without,
+    /// the whole object from its first byte.
     async fn stream(
         &mut self,
         temp: &Temp,
         ends: &Ends,
+        pin: Option<&Condition>,
         ticker: &Ticker,
         budget: &mut Budget,
         result: &mut DownloadResult,
@@ -606,10 +636,15 @@ impl Job<'_, '_> {
             Some(_) => None,
             None => Some(size + self.locator.window_offset()),
         };
+        let start = match pin {
+            Some(_) => ends.head.len() as u64,
+            None => 0,
+        };
         let job = stream::job(
             self.locator.clone(),
             file,
-            size,
+            (start, size),
+            pin.cloned(),
             total,
             Arc::clone(&counters.shared),
         );
@@ -625,7 +660,7 @@ impl Job<'_, '_> {
                 break r.map_err(|e| e.context(dest.display()));
             }
             budget.check_time(dest, reported, size)?;
-            reported = reported.max(counters.stats().received_bytes.min(size));
+            reported = reported.max((start + counters.stats().received_bytes).min(size));
             self.progress(reported, size)?;
         };
         let stats = counters.stats();
@@ -771,6 +806,21 @@ impl Job<'_, '_> {
     }
 }
 
+/// A probe body faster than this shows a stream that keeps up with the link: at this rate
+/// the client's copies, not the network, bound a transfer.
+const FAST_STREAM: f64 = 200e6;
+
+/// Whether to split the rest of a pinned download into parallel chunks (`false`: one stream
+/// after the probe), from what the probe showed: `bytes` of body in `elapsed` (its request
+/// and connection setup included). Parallel chunks pay off where one stream is slow (a store
+/// that serves each request slowly, or a window-limited path); where a stream already moves
+/// bytes as fast as the client takes them, chunks only add round trips, buffers and copies.
+/// The one place to give the decision a link estimate.
+fn split(bytes: u64, elapsed: Duration) -> bool {
+    let secs = elapsed.as_secs_f64();
+    secs <= 0.0 || (bytes as f64) / secs < FAST_STREAM
+}
+
 /// The pause before resubmitting when every chunk in flight was throttled and the store gave
 /// no `Retry-After`: 100 ms, doubling with the throttled answers in a row, at most 1.6 s.
 fn idle_pause(streak: u64) -> Duration {
@@ -870,5 +920,23 @@ fn block_on<F: Future>(f: F) -> F::Output {
             Poll::Ready(out) => return out,
             Poll::Pending => std::thread::park(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fast_probe_keeps_one_stream_and_a_slow_or_small_one_splits() {
+        let ms = Duration::from_millis;
+        // 1 MiB in 2 ms (~520 MB/s): the stream keeps up with the link.
+        assert!(!split(1 << 20, ms(2)));
+        // The same body behind 20 ms of latency, or from a store serving ~80 MB/s a stream.
+        assert!(split(1 << 20, ms(40)));
+        assert!(split(1 << 20, ms(13)));
+        // A tiny probe (small chunks) says nothing of the link: chunks as asked.
+        assert!(split(4096, ms(1)));
+        assert!(split(1 << 20, Duration::ZERO));
     }
 }

@@ -1,9 +1,13 @@
-//! Remote objects with no validator (no strong ETag, no `Last-Modified`): chunks could not be
-//! pinned to one version, so the whole object is read in one stream from its first byte,
-//! straight into the temporary file. An interrupted stream starts over from the first byte
-//! (the exchange resumes only under a strong ETag), and every answer must repeat the first
-//! one's size (and `Last-Modified`, should one appear): bytes of two versions are never put
-//! together.
+//! One stream into the temporary file: the rest of an object after the probe, read as a
+//! single ranged GET from `start` to its end.
+//!
+//! Two uses. An object with no validator (no strong ETag, no `Last-Modified`) cannot be read
+//! as chunks pinned to one version, so it is read in one stream from its first byte; an
+//! interrupted stream starts over from that byte (the exchange resumes only under a strong
+//! ETag). And a pinned object whose probe showed that one stream is as fast as the link
+//! (see `split`) is read in one stream after the probe's bytes, pinned like a chunk. Every
+//! answer must repeat the first one's size (and `Last-Modified`, should one appear): bytes
+//! of two versions are never put together.
 
 use std::fs::File;
 use std::future::Future;
@@ -21,13 +25,15 @@ use crate::locator::Locator;
 use crate::transport::{self, Response};
 use crate::validate::condition::{Condition, stated_total};
 
-/// The job that streams the `size` visible bytes of `locator` into `file` (at file offset
-/// 0), counting into `counters` and stopping when they are cancelled. `total` is the object
-/// size the probe saw, when it knows it (an open window).
+/// The job that streams visible bytes `[start, size)` of `locator` into `file` (at their
+/// own offsets), pinned by `pin` when given, counting into `counters` and stopping when they
+/// are cancelled. `total` is the object size the probe saw, when it knows it (an open
+/// window).
 pub(crate) fn job(
     locator: Locator,
     file: File,
-    size: u64,
+    (start, size): (u64, u64),
+    pin: Option<Condition>,
     total: Option<u64>,
     counters: Arc<Shared>,
 ) -> impl FnOnce(Rc<LoopState>) -> Pin<Box<dyn Future<Output = Result<()>>>> + Send + 'static {
@@ -45,7 +51,13 @@ pub(crate) fn job(
                     }
                 };
                 let mut watch = Watch {
-                    inner: RangeRead::new(&st.settings, woff, woff + size - 1, None, sink),
+                    inner: RangeRead::new(
+                        &st.settings,
+                        woff + start,
+                        woff + size - 1,
+                        pin.as_ref(),
+                        sink,
+                    ),
                     total,
                     last_modified: None,
                 };

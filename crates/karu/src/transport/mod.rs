@@ -48,7 +48,7 @@ use proxy::ProxyConfig;
 /// Largest unwanted body drained to keep its connection; larger ones abort it (spec §5.3).
 pub(crate) const DRAIN_LIMIT: u64 = 256 * 1024;
 
-/// Bytes read from a connection at once (spec §5.3).
+/// Most bytes read from a connection at once (spec §5.3); reads start smaller and grow.
 const RECEIVE_BUFFER: usize = 256 * 1024;
 
 /// Most redirects followed by default (spec §5.3).
@@ -225,9 +225,11 @@ impl HttpClient {
                 .pool_max_idle_per_host(options.pool_max_idle_per_host)
                 // Let windows grow with the bandwidth-delay product instead of 64 KiB.
                 .http2_adaptive_window(true)
-                // Large socket reads (spec §5.3's 256 KiB receive buffer): fewer syscalls
-                // and larger body chunks to scatter on bulk transfers.
-                .http1_read_buf_exact_size(RECEIVE_BUFFER)
+                // Adaptive reads (hyper starts small and doubles while reads fill the
+                // buffer, halving again when they do not), up to the spec's 256 KiB: bulk
+                // bodies still arrive in large chunks, while a connection serving small
+                // answers holds a small buffer instead of a fixed 256 KiB.
+                .http1_max_buf_size(RECEIVE_BUFFER)
                 .http2_only(h2_only);
             b.build(connector.clone())
         };
