@@ -38,6 +38,7 @@ mod locator;
 pub mod plan;
 mod probe;
 mod read;
+mod reader;
 mod transport;
 mod validate;
 
@@ -55,3 +56,4 @@ pub use error::{Error, Result, Status};
 pub use locator::{Backend, Locator, Window, encode_key, redact_url};
 pub use probe::{Ends, ObjectInfo};
 pub use read::Read;
+pub use reader::{Cursor, Reader, ReaderOptions, ReaderStats};
