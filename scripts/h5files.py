@@ -10,8 +10,8 @@ Run in the venv of scripts/pyenv.sh (h5py, numpy). The files mirror a design stu
   b.h5   netCDF-4 style: superblock v2; dimension scales time, y, x; one variable /var of
          780 deflated chunks (1 x 120 x 128 float32, ~56 KiB each) written chunk by chunk,
          so the chunk index interleaves with the data (~45 MB).
-  c.h5   superblock v3; 35,001 groups in one dense root group, and the scalar dataset
-         /DATASET_NAME.
+  c.h5   superblock v3; 35,001 groups (named 0, 1, ... in base 36) in one dense root group,
+         and the scalar dataset /DATASET_NAME.
   bp.h5  b.h5 repacked with paged aggregation (`h5repack -S PAGE -G 65536`, from Debian's
          hdf5-tools, installed with apt-get when missing).
 
@@ -90,10 +90,22 @@ def make_b(path):
             v[i] = rng.standard_normal((ny, nx), dtype=np.float32)
 
 
+def base36(i):
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = digits[i % 36]
+    while i >= 36:
+        i //= 36
+        out = digits[i % 36] + out
+    return out
+
+
 def make_c(path):
+    # Names of at most 3 characters keep the link heap (fractal heap) within the direct rows
+    # of its root indirect block: hdf5-reader 0.12.1 misreads links stored past them (names
+    # like g00000 reach them after about 30,800 groups).
     with h5py.File(path, "w", libver=("v110", "v110")) as f:
         for i in range(35001):
-            f.create_group(f"g{i:05d}")
+            f.create_group(base36(i))
         f.create_dataset("DATASET_NAME", data=np.float64(42.5))
 
 

@@ -9,6 +9,8 @@
 
 mod cache;
 mod cursor;
+#[cfg(feature = "hdf5")]
+pub mod h5;
 mod local;
 mod readahead;
 mod remote;
