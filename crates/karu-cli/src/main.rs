@@ -1,5 +1,6 @@
 //! `karu`: read exact byte ranges from local files, HTTP(S) and object stores.
 
+mod h5;
 mod units;
 
 use std::io::{self, BufRead, IsTerminal, Write};
@@ -93,6 +94,9 @@ enum Command {
         #[command(flatten)]
         link: PlanLink,
     },
+    /// Inspect and read HDF5 files through the block-cached reader.
+    #[command(subcommand)]
+    H5(h5::H5Command),
 }
 
 /// The link a cost-model plan is made for; what is not given comes from the priors.
@@ -242,6 +246,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             overrides,
             link,
         } => plan_command(&client, &uri, &ranges, &overrides, &link),
+        Command::H5(command) => h5::run(&client, command),
     }
 }
 

@@ -42,6 +42,7 @@ mod locator;
 pub mod plan;
 mod probe;
 mod read;
+mod reader;
 mod transport;
 mod validate;
 
@@ -59,6 +60,9 @@ pub use error::{Error, Result, Status};
 pub use locator::{Backend, Locator, Window};
 pub use probe::{Ends, ObjectInfo};
 pub use read::Read;
+#[cfg(feature = "hdf5")]
+pub use reader::h5;
+pub use reader::{Cursor, Reader, ReaderOptions, ReaderStats};
 
 /// The README's examples, compiled (and run where they may) as doc tests, so the README
 /// cannot drift from the API.
