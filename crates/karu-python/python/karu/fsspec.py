@@ -1,0 +1,212 @@
+"""``KaruFileSystem``: karu behind fsspec's ``AbstractFileSystem`` (fsspec is optional).
+
+Paths are whole URIs (``s3://bucket/key``, ``https://host/path``, local paths), kept as given:
+karu resolves each one itself. ``register("s3", "gs", "az", "https", ...)`` makes fsspec hand
+those protocols to karu, so ``pandas.read_parquet("s3://...")`` or
+``xarray.open_dataset(..., engine="h5netcdf")`` read through karu unchanged.
+
+karu reads; it does not list or write. Those operations raise ``NotImplementedError`` naming
+the operation.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from fsspec import AbstractFileSystem, register_implementation
+
+from ._file import DEFAULT_BLOCK_SIZE, DEFAULT_CACHE_BYTES, KaruFile, default_client
+from ._file import open as karu_open
+from ._karu import Client
+
+#: The protocols ``register()`` claims when given none.
+DEFAULT_PROTOCOLS = ("s3", "gs", "gcs", "az", "abfs", "http", "https", "hf")
+
+
+def _unsupported(operation: str) -> NotImplementedError:
+    return NotImplementedError(f"karu reads byte ranges only; it does not support {operation}")
+
+
+class KaruFileSystem(AbstractFileSystem):  # type: ignore[misc]
+    """A read-only fsspec filesystem whose reads go through karu.
+
+    ``client`` defaults to one configured from the environment; otherwise ``options`` (karu's
+    ``KARU_*`` / GDAL option names) and ``hermetic`` make one. ``block_size`` and
+    ``cache_bytes`` are those of the files ``open`` returns.
+    """
+
+    protocol = ("karu",)
+    root_marker = ""
+
+    def __init__(
+        self,
+        client: Optional[Client] = None,
+        options: Optional[Dict[str, Any]] = None,
+        hermetic: bool = False,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        **storage_options: Any,
+    ) -> None:
+        super().__init__(**storage_options)
+        if client is None:
+            client = Client(options, hermetic) if options or hermetic else default_client()
+        self.client = client
+        self.block_size = block_size
+        self.cache_bytes = cache_bytes
+
+    @classmethod
+    def _strip_protocol(cls, path: Any) -> Any:
+        # karu needs the scheme: a path stays the whole URI.
+        if isinstance(path, list):
+            return [cls._strip_protocol(p) for p in path]
+        return str(path)
+
+    def unstrip_protocol(self, name: str) -> str:
+        return name
+
+    def info(self, path: str, **kwargs: Any) -> Dict[str, Any]:
+        st = self.client.stat(path)
+        return {"name": path, "size": st.size, "type": "file", "etag": st.etag}
+
+    def size(self, path: str) -> int:
+        return self.client.size(path)
+
+    def isdir(self, path: str) -> bool:
+        return False
+
+    def isfile(self, path: str) -> bool:
+        try:
+            self.client.stat(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _bounds(self, path: str, start: Optional[int], end: Optional[int]) -> Tuple[int, int]:
+        """``[start, end)`` with fsspec's conventions (``None`` for the object's ends, negative
+        offsets from its end) resolved; the size is asked for only when needed."""
+        if end is None or end < 0 or (start is not None and start < 0):
+            size = self.client.size(path)
+            if end is None:
+                end = size
+            elif end < 0:
+                end += size
+            if start is not None and start < 0:
+                start += size
+        return max(0, start or 0), end
+
+    def cat_file(
+        self, path: str, start: Optional[int] = None, end: Optional[int] = None, **kwargs: Any
+    ) -> bytes:
+        start, end = self._bounds(path, start, end)
+        if end <= start:
+            return b""
+        return self.client.read(path, start, end - start)
+
+    def cat_ranges(
+        self,
+        paths: Sequence[str],
+        starts: Union[int, Sequence[int]],
+        ends: Union[int, Sequence[int]],
+        max_gap: Optional[int] = None,
+        on_error: str = "return",
+        **kwargs: Any,
+    ) -> List[Union[bytes, Exception]]:
+        """The bytes of each ``[start, end)`` range; the ranges of one object are one karu
+        batch (planned and pinned to one version). With ``on_error="return"`` a failed
+        object's ranges hold its exception instead of raising it."""
+        n = len(paths)
+        starts = [starts] * n if isinstance(starts, int) else list(starts)
+        ends = [ends] * n if isinstance(ends, int) else list(ends)
+        if len(starts) != n or len(ends) != n:
+            raise ValueError("paths, starts and ends must have the same length")
+        out: List[Union[bytes, Exception]] = [b""] * n
+        by_path: Dict[str, List[Tuple[int, int, int]]] = defaultdict(list)
+        for i, (path, start, end) in enumerate(zip(paths, starts, ends)):
+            start, end = self._bounds(path, start, end)
+            if end > start:
+                by_path[path].append((i, start, end - start))
+        for path, reads in by_path.items():
+            try:
+                data = self.client.read_ranges(path, [(s, n) for _, s, n in reads])
+            except Exception as e:
+                if on_error != "return":
+                    raise
+                for i, _, _ in reads:
+                    out[i] = e
+                continue
+            for (i, _, _), d in zip(reads, data):
+                out[i] = d
+        return out
+
+    def _open(
+        self,
+        path: str,
+        mode: str = "rb",
+        block_size: Optional[int] = None,
+        autocommit: bool = True,
+        cache_options: Optional[Dict[str, Any]] = None,
+        **kwargs: Any,
+    ) -> KaruFile:
+        if mode != "rb":
+            raise _unsupported(f"open in mode {mode!r} (only 'rb')")
+        return karu_open(
+            path,
+            block_size=block_size or self.block_size,
+            cache_bytes=self.cache_bytes,
+            client=self.client,
+        )
+
+    # What karu does not do: listing and writing.
+
+    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> Any:
+        raise _unsupported("ls (listing)")
+
+    def find(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        raise _unsupported("find (listing)")
+
+    def glob(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        raise _unsupported("glob (listing)")
+
+    def walk(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        raise _unsupported("walk (listing)")
+
+    def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
+        raise _unsupported("mkdir (writing)")
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        raise _unsupported("makedirs (writing)")
+
+    def rmdir(self, path: str) -> None:
+        raise _unsupported("rmdir (writing)")
+
+    def rm_file(self, path: str) -> None:
+        raise _unsupported("rm_file (writing)")
+
+    def rm(self, path: Any, recursive: bool = False, maxdepth: Optional[int] = None) -> None:
+        raise _unsupported("rm (writing)")
+
+    def _rm(self, path: str) -> None:
+        raise _unsupported("rm (writing)")
+
+    def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
+        raise _unsupported("pipe_file (writing)")
+
+    def put_file(self, lpath: str, rpath: str, callback: Any = None, **kwargs: Any) -> None:
+        raise _unsupported("put_file (writing)")
+
+    def touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
+        raise _unsupported("touch (writing)")
+
+    def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+        raise _unsupported("cp_file (writing)")
+
+    def mv(self, path1: str, path2: str, *args: Any, **kwargs: Any) -> None:
+        raise _unsupported("mv (writing)")
+
+
+def register(*protocols: str, clobber: bool = True) -> None:
+    """Makes fsspec resolve ``protocols`` (default: ``DEFAULT_PROTOCOLS``) to karu, so e.g.
+    ``fsspec.filesystem("s3")`` and ``pandas.read_parquet("s3://...")`` read through karu."""
+    for protocol in protocols or DEFAULT_PROTOCOLS:
+        register_implementation(protocol, KaruFileSystem, clobber=clobber)
