@@ -1,5 +1,7 @@
 //! `karu`: read exact byte ranges from local files, HTTP(S) and object stores.
 
+mod h5;
+
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,6 +90,9 @@ enum Command {
         #[command(flatten)]
         overrides: PlanOverrides,
     },
+    /// Inspect and read HDF5 files through the block-cached reader.
+    #[command(subcommand)]
+    H5(h5::H5Command),
 }
 
 #[derive(Args)]
@@ -218,6 +223,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             ranges,
             overrides,
         } => plan_command(&client, &uri, &ranges, &overrides),
+        Command::H5(command) => h5::run(&client, command),
     }
 }
 

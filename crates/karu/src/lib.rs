@@ -38,6 +38,7 @@ mod locator;
 pub mod plan;
 mod probe;
 mod read;
+mod reader;
 mod transport;
 mod validate;
 
@@ -55,3 +56,6 @@ pub use error::{Error, Result, Status};
 pub use locator::{Backend, Locator, Window, encode_key, redact_url};
 pub use probe::{Ends, ObjectInfo};
 pub use read::Read;
+#[cfg(feature = "hdf5")]
+pub use reader::h5;
+pub use reader::{Cursor, Reader, ReaderOptions, ReaderStats};

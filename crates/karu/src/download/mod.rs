@@ -852,7 +852,7 @@ async fn next_or_tick(in_flight: &[InFlight], ticker: &Ticker) -> Option<(usize,
 }
 
 /// Runs a future on this thread, parking between wake-ups.
-fn block_on<F: Future>(f: F) -> F::Output {
+pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
     struct Unpark(std::thread::Thread);
     impl Wake for Unpark {
         fn wake(self: Arc<Self>) {
