@@ -115,4 +115,13 @@ impl Raw {
         // SAFETY: the caller's contract above.
         unsafe { read.with_raw_buffer(self.ptr) }
     }
+
+    /// Copies `data` to the start of the memory (clamped to its length); returns the count.
+    pub(crate) fn copy_from(self, data: &[u8]) -> usize {
+        let n = data.len().min(self.len);
+        // SAFETY: `n` bytes fit in the memory (valid while its `Writable` lives), and `data`
+        // is a Rust slice, so the two cannot overlap.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr, n) };
+        n
+    }
 }

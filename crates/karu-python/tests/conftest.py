@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
@@ -102,6 +103,7 @@ class Moto:
     secret: str
     bucket: str
     dir: Path
+    open_url: str
 
     def options(self) -> Dict[str, str]:
         return {
@@ -117,13 +119,35 @@ class Moto:
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
 
-    def requests_for(self, key: str, since: int) -> List[str]:
-        """moto's request-log lines for `key` after the first `since` lines."""
-        time.sleep(0.05)
-        return [line for line in self.log_lines()[since:] if f"/{self.bucket}/{key} " in line]
+    def open_options(self) -> Dict[str, str]:
+        """Anonymous reads from the moto that checks no signature (public objects)."""
+        return {
+            "AWS_S3_ENDPOINT": self.open_url,
+            "AWS_NO_SIGN_REQUEST": "YES",
+            "AWS_VIRTUAL_HOSTING": "NO",
+        }
 
-    def log_lines(self) -> List[str]:
-        path = self.dir / "moto.log"
+    def put_public(self, key: str, data: bytes) -> None:
+        """Stores a public-read object on the open moto (which takes unsigned requests)."""
+        req = urllib.request.Request(
+            f"{self.open_url}/{self.bucket}/{key}",
+            data=data,
+            method="PUT",
+            # Not urllib's default form type, which the emulator would try to parse.
+            headers={"x-amz-acl": "public-read", "Content-Type": "application/octet-stream"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 200, r.status
+
+    def requests_for(self, key: str, since: int, server: str = "moto") -> List[str]:
+        """The request-log lines of `server` ("moto" or "moto-open") for `key` after the
+        first `since` lines."""
+        time.sleep(0.05)
+        lines = self.log_lines(server)[since:]
+        return [line for line in lines if f"/{self.bucket}/{key} " in line]
+
+    def log_lines(self, server: str = "moto") -> List[str]:
+        path = self.dir / f"{server}.log"
         return path.read_text(errors="replace").splitlines() if path.exists() else []
 
 
@@ -135,6 +159,7 @@ def moto() -> Moto:
         secret=need("KARU_TEST_MOTO_SECRET_ACCESS_KEY", "s3"),
         bucket=need("KARU_TEST_S3_BUCKET", "s3"),
         dir=Path(need("KARU_TEST_S3_DIR", "s3")),
+        open_url=need("KARU_TEST_MOTO_OPEN_URL", "s3"),
     )
 
 

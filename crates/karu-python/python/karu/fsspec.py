@@ -54,6 +54,9 @@ class KaruFileSystem(AbstractFileSystem):  # type: ignore[misc]
         self.client = client
         self.block_size = block_size
         self.cache_bytes = cache_bytes
+        # stat results by path: readers ask for info several times per file (pyarrow does
+        # thrice), each a request otherwise. invalidate_cache() forgets them.
+        self._infos: Dict[str, Dict[str, Any]] = {}
 
     @classmethod
     def _strip_protocol(cls, path: Any) -> Any:
@@ -66,18 +69,29 @@ class KaruFileSystem(AbstractFileSystem):  # type: ignore[misc]
         return name
 
     def info(self, path: str, **kwargs: Any) -> Dict[str, Any]:
-        st = self.client.stat(path)
-        return {"name": path, "size": st.size, "type": "file", "etag": st.etag}
+        known = self._infos.get(path)
+        if known is None:
+            st = self.client.stat(path)
+            known = {"name": path, "size": st.size, "type": "file", "etag": st.etag}
+            self._infos[path] = known
+        return dict(known)
 
     def size(self, path: str) -> int:
-        return self.client.size(path)
+        return int(self.info(path)["size"])
+
+    def invalidate_cache(self, path: Optional[str] = None) -> None:
+        if path is None:
+            self._infos.clear()
+        else:
+            self._infos.pop(path, None)
+        super().invalidate_cache(path)
 
     def isdir(self, path: str) -> bool:
         return False
 
     def isfile(self, path: str) -> bool:
         try:
-            self.client.stat(path)
+            self.info(path)
         except FileNotFoundError:
             return False
         return True
@@ -86,7 +100,7 @@ class KaruFileSystem(AbstractFileSystem):  # type: ignore[misc]
         """``[start, end)`` with fsspec's conventions (``None`` for the object's ends, negative
         offsets from its end) resolved; the size is asked for only when needed."""
         if end is None or end < 0 or (start is not None and start < 0):
-            size = self.client.size(path)
+            size = self.size(path)
             if end is None:
                 end = size
             elif end < 0:
