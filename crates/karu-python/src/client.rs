@@ -40,11 +40,10 @@ fn option_value(value: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
     }
 }
 
-/// The reads of one `read_ranges` call. When they plan into several transfers of a remote
-/// object, each carries `If-Match` with the ETag `etag` gives, so the batch sees one version
-/// (an object without a strong ETag cannot be pinned and is read as it is).
+/// The reads of one `read_ranges` call, each with `If-Match: etag` when one is given (the
+/// ranges then plan into several transfers that could otherwise see different versions; an
+/// object without a strong ETag cannot be pinned and is read as it is).
 fn range_reads(
-    client: &karu::Client,
     locator: &karu::Locator,
     ranges: &[(u64, u64)],
     etag: Option<&str>,
@@ -55,8 +54,8 @@ fn range_reads(
         .map(|(i, &(offset, length))| {
             let read = karu::Read::new(locator, offset, length).tag(i as u64);
             match etag {
-                Some(tag) if needs_pin(client, locator, ranges) => read.if_match(tag),
-                _ => read,
+                Some(tag) => read.if_match(tag),
+                None => read,
             }
         })
         .collect()
@@ -94,7 +93,7 @@ fn read_ranges_blocking(
     } else {
         None
     };
-    client.fetch(range_reads(client, locator, ranges, etag.as_deref()))
+    client.fetch(range_reads(locator, ranges, etag.as_deref()))
 }
 
 /// Reads `raw.len` bytes at `offset` straight into the caller's memory, blocking.
@@ -262,7 +261,7 @@ impl Client {
             } else {
                 None
             };
-            let reads = range_reads(&client, &locator, &ranges, etag.as_deref());
+            let reads = range_reads(&locator, &ranges, etag.as_deref());
             let buffers = attached(client.fetch_async(reads).await)?;
             Python::attach(|py| bytes_list(py, &buffers).map(Bound::unbind))
         })
