@@ -177,6 +177,9 @@ impl Client {
     ) -> PyResult<usize> {
         let locator = locator(py, uri)?;
         let dest = Writable::get(buffer)?;
+        if dest.len() == 0 {
+            return Ok(0); // nothing to read (karu refuses empty reads)
+        }
         let raw = dest.raw(0);
         py.detach(|| read_into_blocking(&self.inner, &locator, offset, raw))
             .or_raise(py)?;
@@ -280,6 +283,9 @@ impl Client {
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
             // A local declared before `batch`, so dropped after it.
             let dest = dest;
+            if dest.len() == 0 {
+                return Ok(0);
+            }
             let raw = dest.raw(0);
             // SAFETY: `batch` is declared after `dest`, so it is dropped first (cancelled and
             // its workers waited for) whether the future completes or is dropped unfinished.

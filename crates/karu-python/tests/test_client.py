@@ -85,6 +85,15 @@ def test_read_into_any_writable_buffer(targets: List[Target]) -> None:
         client.read_into(uri, 8, ints)
         assert ints.tobytes() == content(name, 8, 64)
 
+        assert client.read_into(uri, 0, bytearray()) == 0  # nothing to read
+
+        # Past the end: RANGE, the valid prefix written.
+        tail = bytearray(20)
+        with pytest.raises(karu.Error) as caught:
+            client.read_into(uri, size - 5, tail)
+        assert caught.value.status == karu.Status.RANGE
+        assert bytes(tail[:5]) == content(name, size - 5, 5)
+
 
 def test_read_into_refuses_what_it_cannot_write(targets: List[Target]) -> None:
     client, uri, _, _ = targets[0]
