@@ -56,3 +56,27 @@ fi
 cargo test --workspace --features karu/hdf5 "$@"
 # The Parquet reader of the object_store adapter sits behind its feature.
 cargo test -p karu-io-object-store --features parquet "$@"
+
+# ---- The Python package (crates/karu-python) ----------------------------------------------
+# Its tests run in the cached venv of scripts/pyenv.sh, against the servers started above and
+# the test kit's fault server (karu-testkit-serve). The extension is built into the venv once
+# per run by `maturin develop` (a debug build, incremental in target/). KARU_SKIP_PYTHON=1
+# skips this part (never under CI); outside CI a venv that cannot be made is a warning.
+python_tests() {
+    local venv
+    if ! venv=$(bash scripts/pyenv.sh); then
+        if [ -n "${CI:-}" ]; then
+            echo "test.sh: the Python venv could not be made (CI is set, so this fails)" >&2
+            exit 1
+        fi
+        echo "test.sh: WARNING: the Python venv could not be made; Python tests skipped" >&2
+        return 0
+    fi
+    cargo build -q -p karu-testkit --bin karu-testkit-serve
+    export KARU_TESTKIT_SERVE="${CARGO_TARGET_DIR:-$PWD/target}/debug/karu-testkit-serve"
+    (cd crates/karu-python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop -q)
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider crates/karu-python/tests
+}
+if [ -z "${KARU_SKIP_PYTHON:-}" ] || [ -n "${CI:-}" ]; then
+    python_tests
+fi

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""The Python table of BENCHMARKS.md: h5py and pandas through karu against fsspec's HTTP
+filesystem, at a round trip of 0 and 20 ms.
+
+    source ENV_FILE_OF_scripts/nginx.sh   # KARU_TEST_NGINX_URL, KARU_TEST_NGINX_DIR
+    "$(bash scripts/pyenv.sh)/bin/python" crates/karu-python/bench/bench.py [--runs 3]
+
+Run it with karu built in release mode into that venv (`maturin develop --release` in
+crates/karu-python). Every reader goes through the test kit's latency proxy in front of nginx
+(`karu-testkit-serve --proxy`, with 0 ms it only counts), which counts the HTTP requests.
+Workloads: h5py opening file A of scripts/h5files.py (open and visit every object), h5py
+reading the variable of file B (780 chunks), and pandas reading two of six columns of a 6.5 MB
+Parquet file. Readers: karu.open, karu's fsspec filesystem, fsspec's HTTPFileSystem with its
+default cache and with `cache_type="blockcache"`. Prints a Markdown table: requests and the
+median wall time of the runs, each run with a fresh client (new connections, empty caches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Tuple
+
+import fsspec
+import h5py
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import karu
+from karu.fsspec import KaruFileSystem
+
+ROOT = Path(__file__).resolve().parents[3]
+COLUMNS = ["id", "z"]
+
+
+def parquet_bytes() -> bytes:
+    rows = 200_000
+    rng = np.random.default_rng(7)
+    table = pa.table(
+        {
+            "id": np.arange(rows, dtype=np.int64),
+            "x": rng.random(rows),
+            "y": rng.random(rows),
+            "name": [f"row-{i % 977}" for i in range(rows)],
+            "flag": rng.integers(0, 2, rows).astype(bool),
+            "z": rng.normal(size=rows).astype(np.float32),
+        }
+    )
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, row_group_size=50_000, compression="snappy")
+    return sink.getvalue().to_pybytes()
+
+
+class Proxy:
+    """karu-testkit-serve --proxy: a latency proxy that counts requests."""
+
+    def __init__(self, target: str, rtt_ms: int) -> None:
+        binary = os.environ.get("KARU_TESTKIT_SERVE") or str(
+            ROOT / "target" / "debug" / "karu-testkit-serve"
+        )
+        self.proc = subprocess.Popen(
+            [binary, "--proxy", target, "--rtt-ms", str(rtt_ms)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout and self.proc.stdin
+        self.url = self.proc.stdout.readline().strip()
+
+    def requests(self) -> int:
+        assert self.proc.stdout and self.proc.stdin
+        self.proc.stdin.write("requests\n")
+        self.proc.stdin.flush()
+        return int(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+def open_a(f: Any) -> Any:
+    seen: List[Tuple[str, Any]] = []
+    with h5py.File(f, "r") as h:
+        h.visititems(lambda name, obj: seen.append((name, getattr(obj, "shape", None))))
+    return seen
+
+
+def read_b(f: Any) -> Any:
+    with h5py.File(f, "r") as h:
+        return h["var"][()]
+
+
+def readers() -> Dict[str, Callable[[str], Any]]:
+    """Each reader's way to a file object (fresh client or filesystem each time)."""
+    return {
+        "karu.open": lambda url: karu.open(url, client=karu.Client(hermetic=True)),
+        "karu fsspec": lambda url: KaruFileSystem(hermetic=True, skip_instance_cache=True).open(
+            url, "rb"
+        ),
+        "fsspec http (default cache)": lambda url: fsspec.filesystem(
+            "http", skip_instance_cache=True
+        ).open(url, "rb"),
+        "fsspec http (blockcache)": lambda url: fsspec.filesystem(
+            "http", skip_instance_cache=True
+        ).open(url, "rb", cache_type="blockcache"),
+    }
+
+
+def pandas_read(reader: str, url: str) -> pd.DataFrame:
+    if reader == "karu fsspec":
+        fs = KaruFileSystem(hermetic=True, skip_instance_cache=True)
+        return pd.read_parquet(url, columns=COLUMNS, filesystem=fs)
+    with readers()[reader](url) as f:
+        return pd.read_parquet(f, columns=COLUMNS)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    nginx_url = os.environ["KARU_TEST_NGINX_URL"].rstrip("/")
+    www = Path(os.environ["KARU_TEST_NGINX_DIR"]) / "www"
+    h5 = Path(
+        subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "h5files.py")],
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+        ).stdout.strip()
+    )
+    for name, src in [("bench-a.h5", h5 / "a.h5"), ("bench-b.h5", h5 / "b.h5")]:
+        if not (www / name).exists():
+            os.symlink(src, www / name)
+    (www / "bench.parquet").write_bytes(parquet_bytes())
+    want_a = open_a(str(h5 / "a.h5"))
+    want_b = read_b(str(h5 / "b.h5"))
+    want_table = pq.read_table(www / "bench.parquet", columns=COLUMNS).to_pandas()
+
+    workloads: Dict[str, Tuple[str, Callable[[str, str], None]]] = {
+        "h5py: open file A": ("bench-a.h5", lambda r, u: check(open_a(readers()[r](u)) == want_a)),
+        "h5py: read file B": (
+            "bench-b.h5",
+            lambda r, u: check(np.array_equal(read_b(readers()[r](u)), want_b)),
+        ),
+        "pandas: Parquet, 2 of 6 columns": (
+            "bench.parquet",
+            lambda r, u: check(pandas_read(r, u).equals(want_table)),
+        ),
+    }
+    target = nginx_url.split("://", 1)[1]
+    print("| workload | reader | RTT 0: requests | RTT 0: wall | RTT 20 ms: requests | RTT 20 ms: wall |")
+    print("|---|---|---|---|---|---|")
+    results: Dict[Tuple[str, str, int], Tuple[int, float]] = {}
+    for rtt in (0, 20):
+        proxy = Proxy(target, rtt)
+        try:
+            for workload, (name, run) in workloads.items():
+                for reader in readers():
+                    url = f"{proxy.url}/{name}"
+                    counts, walls = [], []
+                    for _ in range(args.runs):
+                        before = proxy.requests()
+                        t0 = time.perf_counter()
+                        run(reader, url)
+                        walls.append(time.perf_counter() - t0)
+                        time.sleep(0.05)
+                        counts.append(proxy.requests() - before)
+                    results[(workload, reader, rtt)] = (max(counts), statistics.median(walls))
+        finally:
+            proxy.close()
+    for workload in workloads:
+        for reader in readers():
+            cells = []
+            for rtt in (0, 20):
+                n, wall = results[(workload, reader, rtt)]
+                cells += [str(n), f"{wall * 1000:.0f} ms"]
+            print(f"| {workload} | {reader} | " + " | ".join(cells) + " |")
+
+
+def check(ok: bool) -> None:
+    if not ok:
+        raise SystemExit("a reader returned other data than the local file holds")
+
+
+if __name__ == "__main__":
+    main()
