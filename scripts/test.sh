@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Runs karu's whole test suite: starts the real servers the tests need, then cargo test.
+# Runs karu's whole test suite: starts the real servers the tests need, makes the HDF5 test
+# files (scripts/pyenv.sh, scripts/h5files.py), then cargo test, then the Python package's
+# tests (pytest).
 # A server already described by its variable (KARU_TEST_NGINX_URL, KARU_TEST_MOTO_URL,
 # KARU_TEST_AZURITE_URL, KARU_TEST_GCS_URL) is used as is. If a server cannot start, the run
 # fails under CI; elsewhere its tests print a skip line.
@@ -38,7 +40,21 @@ start_server s3 KARU_TEST_MOTO_URL
 start_server azure KARU_TEST_AZURITE_URL
 start_server gcs KARU_TEST_GCS_URL
 
-cargo test --workspace "$@"
+# The HDF5 files of the reader's tests (crates/karu/tests/h5.rs), made once by h5py in the
+# tests' venv and cached (scripts/h5files.py).
+if [ -z "${KARU_TEST_H5_DIR:-}" ]; then
+    if venv=$(bash scripts/pyenv.sh) && h5_dir=$("$venv/bin/python" scripts/h5files.py); then
+        export KARU_TEST_H5_DIR=$h5_dir
+    elif [ -n "${CI:-}" ]; then
+        echo "test.sh: the HDF5 test files could not be made (CI is set, so this fails the run)" >&2
+        exit 1
+    else
+        echo "test.sh: WARNING: no HDF5 test files; their tests will be skipped" >&2
+    fi
+fi
+
+# Feature hdf5 builds karu::h5 and its tests (the CLI enables it anyway).
+cargo test --workspace --features karu/hdf5 "$@"
 
 # ---- The Python package (crates/karu-python) ----------------------------------------------
 # Its tests run in the cached venv of scripts/pyenv.sh, against the servers started above and

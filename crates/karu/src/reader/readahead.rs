@@ -2,6 +2,10 @@
 //! the number of blocks fetched past each miss doubles up to a cap, so a sweep costs a few
 //! requests instead of one per block.
 
+/// How far ahead (in blocks) a read may start and still continue a sweep: chunk index nodes
+/// interleaved with the data are a few blocks apart.
+pub(super) const STRIDE: u64 = 8;
+
 /// Sequential-sweep detector over block numbers.
 #[derive(Debug)]
 pub(super) struct Readahead {
@@ -23,16 +27,20 @@ impl Readahead {
     }
 
     /// Records a read of blocks `first..=last` and returns the readahead window in blocks.
-    /// A read starting in the previous read's last block or the one after it (or inside the
-    /// window fetched ahead) continues the sweep and doubles the window; another read that
-    /// missed the cache (`missed`) ends the sweep. A cached read elsewhere (metadata revisited
-    /// mid-sweep) leaves the sweep alone.
+    /// A read that reaches past the previous read's last block, starting in it or at most
+    /// [`STRIDE`] blocks (or the window, if larger) after it, advances the sweep and doubles
+    /// the window (a decoder walking chunks in file order, with index nodes between); a read
+    /// inside the previous read's last block (a parser's small reads) leaves it alone, as
+    /// does a cached read elsewhere (metadata revisited mid-sweep); another read that missed
+    /// the cache (`missed`) ends the sweep.
     pub(super) fn on_read(&mut self, first: u64, last: u64, missed: bool) -> u64 {
-        let sequential = first + 1 >= self.next && first <= self.next.saturating_add(self.window);
-        if sequential {
+        let advancing = first + 1 >= self.next
+            && last >= self.next
+            && first <= self.next.saturating_add(self.window.max(STRIDE));
+        if advancing {
             self.window = (self.window * 2).clamp(1, self.max.max(1)).min(self.max);
             self.next = last + 1;
-        } else if missed {
+        } else if missed && last + 1 != self.next {
             self.window = 0;
             self.next = last + 1;
         }
@@ -52,11 +60,14 @@ mod tests {
         // A cached read elsewhere keeps the sweep.
         assert_eq!(r.on_read(0, 0, false), 16);
         assert_eq!(r.on_read(7, 7, true), 16);
-        // Reads inside the same block (small chunks) continue it too.
+        // Reads inside the last block read (a parser's small reads) leave it alone.
         assert_eq!(r.on_read(7, 7, false), 16);
-        // A missed jump backwards ends it.
+        assert_eq!(r.on_read(7, 7, true), 16);
+        // A missed jump backwards ends it, and so does one too far ahead.
         assert_eq!(r.on_read(2, 2, true), 0);
         assert_eq!(r.on_read(3, 4, true), 1);
+        assert_eq!(r.on_read(5 + STRIDE, 5 + STRIDE, true), 2);
+        assert_eq!(r.on_read(7 + 2 * STRIDE, 7 + 2 * STRIDE, true), 0);
     }
 
     #[test]
