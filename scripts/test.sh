@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs karu's whole test suite: starts the real servers the tests need, makes the HDF5 test
-# files (scripts/pyenv.sh, scripts/h5files.py), then cargo test.
+# files (scripts/pyenv.sh, scripts/h5files.py), then cargo test, then the Python package's
+# tests (pytest).
 # A server already described by its variable (KARU_TEST_NGINX_URL, KARU_TEST_MOTO_URL,
 # KARU_TEST_AZURITE_URL, KARU_TEST_GCS_URL) is used as is. If a server cannot start, the run
 # fails under CI; elsewhere its tests print a skip line.

@@ -11,8 +11,9 @@ crates/karu-python). Every reader goes through the test kit's latency proxy in f
 Workloads: h5py opening file A of scripts/h5files.py (open and visit every object), h5py
 reading the variable of file B (780 chunks), and pandas reading two of six columns of a 6.5 MB
 Parquet file. Readers: karu.open, karu's fsspec filesystem, fsspec's HTTPFileSystem with its
-default cache and with `cache_type="blockcache"`. Prints a Markdown table: requests and the
-median wall time of the runs, each run with a fresh client (new connections, empty caches).
+default cache and with `cache_type="blockcache"`, and obstore's fsspec store if installed.
+Prints a Markdown table: requests and the median wall time of the runs, each run with a fresh
+client (new connections, empty caches).
 """
 
 from __future__ import annotations
@@ -99,8 +100,9 @@ def read_b(f: Any) -> Any:
 
 
 def readers() -> Dict[str, Callable[[str], Any]]:
-    """Each reader's way to a file object (fresh client or filesystem each time)."""
-    return {
+    """Each reader's way to a file object (fresh client or filesystem each time); obstore's
+    fsspec store when obstore is installed (`pip install obstore`; not a test requirement)."""
+    out: Dict[str, Callable[[str], Any]] = {
         "karu.open": lambda url: karu.open(url, client=karu.Client(hermetic=True)),
         "karu fsspec": lambda url: KaruFileSystem(hermetic=True, skip_instance_cache=True).open(
             url, "rb"
@@ -112,6 +114,14 @@ def readers() -> Dict[str, Callable[[str], Any]]:
             "http", skip_instance_cache=True
         ).open(url, "rb", cache_type="blockcache"),
     }
+    try:
+        from obstore.fsspec import FsspecStore
+    except ImportError:
+        return out
+    out["obstore fsspec"] = lambda url: FsspecStore(
+        "http", client_options={"allow_http": True}, skip_instance_cache=True
+    ).open(url, "rb")
+    return out
 
 
 def pandas_read(reader: str, url: str) -> pd.DataFrame:

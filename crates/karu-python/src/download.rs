@@ -79,7 +79,8 @@ impl Reporter {
             // Only an explicit False cancels: None (a lambda's usual result) goes on.
             return Ok(!answer.is(pyo3::types::PyBool::new(py, false)));
         }
-        if target.getattr("total")?.extract::<Option<u64>>()? != Some(total) {
+        // Compared in Python: a bar's total may be None, an int or a float.
+        if !target.getattr("total")?.eq(total)? {
             target.setattr("total", total)?;
         }
         let step = done.saturating_sub(self.reported);

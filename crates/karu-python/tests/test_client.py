@@ -154,7 +154,8 @@ def test_download(targets: List[Target], tmp_path: Path, via: str) -> None:
     client, uri, name, size = max(targets, key=lambda t: t[3])
     dest = tmp_path / "copy.bin"
     calls: List[Tuple[int, int]] = []
-    bar = tqdm(unit="B", unit_scale=True, file=io.StringIO())
+    # A float total (as tqdm(total=1e6) has) is replaced by the object's size.
+    bar = tqdm(total=1.0, unit="B", unit_scale=True, file=io.StringIO())
     progress: Callable[[int, int], None] = lambda done, total: calls.append((done, total))
     result = client.download(
         uri,

@@ -95,7 +95,10 @@ def test_zipfile_and_tarfile_read_through_it(nginx: Nginx) -> None:
 
 @pytest.fixture(scope="session")
 def h5_dir() -> Path:
-    """The HDF5 test files of scripts/h5files.py (made once, cached by the script)."""
+    """The HDF5 test files of scripts/h5files.py (made once, cached by the script; already
+    made when scripts/test.sh set KARU_TEST_H5_DIR)."""
+    if os.environ.get("KARU_TEST_H5_DIR"):
+        return Path(os.environ["KARU_TEST_H5_DIR"])
     out = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "h5files.py")],
         check=True,

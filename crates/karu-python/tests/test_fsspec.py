@@ -39,6 +39,22 @@ def test_cat_info_size_open(nginx: Nginx, moto: Moto) -> None:
             fs.info(uri + ".missing")
 
 
+def test_opens_share_a_reader_until_invalidated(nginx: Nginx) -> None:
+    fs = KaruFileSystem(hermetic=True, skip_instance_cache=True)
+    uri = f"{nginx.url}/medium.bin"
+    since = len(nginx.log_lines())
+    with fs.open(uri) as f1, fs.open(uri) as f2:
+        f1.seek(10)
+        assert f2.read(5) == content("medium.bin", 0, 5)  # own positions
+        assert f1.read(5) == content("medium.bin", 10, 5)
+    assert fs.size(uri) == fs.size(uri) == 1048583
+    assert len(nginx.requests_for("medium.bin", since)) == 2  # one open, one stat
+    fs.invalidate_cache()
+    with fs.open(uri) as f3:
+        assert f3.read(3) == content("medium.bin", 0, 3)
+    assert len(nginx.requests_for("medium.bin", since)) == 3  # opened anew
+
+
 def test_cat_ranges_is_one_batch_per_object(nginx: Nginx, moto: Moto) -> None:
     fs = KaruFileSystem(hermetic=True)
     a, b = f"{nginx.url}/medium.bin", f"{nginx.url}/small.bin"

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 
-def test_stubs_pass_mypy_strict() -> None:
+def test_stubs_pass_mypy_strict(tmp_path: Path) -> None:
     usage = Path(__file__).parent / "typing" / "usage.py"
     run = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(usage)],
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path), str(usage)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
