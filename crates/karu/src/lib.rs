@@ -48,7 +48,7 @@ pub use config::{
     canonical_prefix, check_managed_headers, option_names, prefix_matches,
 };
 pub use download::{
-    DEFAULT_CHUNK_SIZE, DEFAULT_PARALLELISM, DownloadOptions, DownloadResult, OnChange,
+    Chunking, DEFAULT_CHUNK_SIZE, DEFAULT_PARALLELISM, DownloadOptions, DownloadResult, OnChange,
     ParallelismStats, Progress,
 };
 pub use error::{Error, Result, Status};
