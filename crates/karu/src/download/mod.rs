@@ -924,7 +924,7 @@ impl Job<'_, '_> {
 
 /// A stream whose body arrives faster than this keeps up with the link: at this rate the
 /// client's copies, not the network, bound a transfer.
-const FAST_STREAM: f64 = 200e6;
+const FAST_STREAM: f64 = 150e6;
 
 /// Whether to split the rest of a pinned download into parallel chunks beside its stream,
 /// from the stream's body rate: `bytes` in `elapsed`. Parallel chunks pay off where one
