@@ -718,8 +718,10 @@ impl Job<'_, '_> {
             if pin.is_some() && !decided {
                 let now = Instant::now();
                 match sample {
-                    // The first tick with bytes flowing starts the sample; the next decides.
-                    Some((then, before)) if before > 0 => {
+                    // The first tick with bytes flowing starts the sample; the rate over
+                    // `SAMPLE` from there decides (a longer look than one tick, so that a
+                    // stream held up for a moment on a busy machine is not taken for slow).
+                    Some((then, before)) if before > 0 && now - then >= SAMPLE => {
                         decided = true;
                         if split(received - before, now - then) {
                             steal = layout.first_chunk_from(start + received + layout.chunk);
@@ -728,6 +730,7 @@ impl Job<'_, '_> {
                             }
                         }
                     }
+                    Some((_, before)) if before > 0 => {}
                     _ => sample = Some((now, received)),
                 }
             }
@@ -921,6 +924,9 @@ impl Job<'_, '_> {
         self.progress(result.downloaded, layout.size)
     }
 }
+
+/// How long a stream's rate is watched before `split` decides.
+const SAMPLE: Duration = Duration::from_millis(300);
 
 /// A stream whose body arrives faster than this keeps up with the link: at this rate the
 /// client's copies, not the network, bound a transfer.
