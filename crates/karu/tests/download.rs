@@ -599,6 +599,7 @@ fn a_measured_download_is_exact_and_pinned_whatever_it_decides() {
     let size = 40 * CHUNK + 123;
     let l = object(&server, &format!("/ok/fast?size={size}"));
     let (_dir, dest) = scratch();
+    let calls = Mutex::new(Vec::new());
     let result = client(&[])
         .download(
             &l,
@@ -606,11 +607,19 @@ fn a_measured_download_is_exact_and_pinned_whatever_it_decides() {
             DownloadOptions {
                 chunk_size: CHUNK,
                 parallelism: 4,
+                progress: Some(Box::new(|done, total| {
+                    calls.lock().unwrap().push((done, total));
+                    true
+                })),
                 ..Default::default()
             },
         )
         .unwrap();
     check_file(&dest, "fast", 0, size);
+    // Progress after the probe, as with chunks, and at the end.
+    let calls = calls.into_inner().unwrap();
+    assert_eq!(calls.first(), Some(&(CHUNK, size)), "{calls:?}");
+    assert_eq!(calls.last(), Some(&(size, size)), "{calls:?}");
     let tag = etag("fast", size, 0);
     let log = server.log();
     assert_eq!(log[0].header("if-match"), None, "the probe is not pinned");

@@ -545,9 +545,15 @@ impl Job<'_, '_> {
         let outcome = if single {
             // One stream after the probe, straight into the file; chunks join it only where
             // it proves slower than the link.
-            match temp.write_at(&ends.head, 0) {
-                Ok(()) => {
+            let written = temp
+                .write_at(&ends.head, 0)
+                .map_err(|e| io_error(dest, "cannot write temporary output", e))
+                .and_then(|()| {
                     result.downloaded = layout.probe;
+                    self.progress(layout.probe, layout.size)
+                });
+            match written {
+                Ok(()) => {
                     self.stream(
                         &mut temp,
                         sidecar.as_mut(),
@@ -560,7 +566,7 @@ impl Job<'_, '_> {
                     )
                     .await
                 }
-                Err(e) => Err(io_error(dest, "cannot write temporary output", e)),
+                Err(e) => Err(e),
             }
         } else {
             match self.start_chunks(&temp, &layout, &ends.head, &done, &mut result) {
