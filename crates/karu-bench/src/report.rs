@@ -454,6 +454,15 @@ pub fn write_chart(out: &Path, svg: &Path, i: &Input<'_>) {
             .collect::<std::collections::BTreeSet<_>>()
             .len()
     );
+    // A report without the markers gets them under its title, so the chart opens it.
+    let old = std::fs::read_to_string(out).unwrap_or_default();
+    if !old.contains(CHART_BEGIN)
+        && let Some(title_end) = old.find('\n')
+    {
+        let (title, rest) = old.split_at(title_end + 1);
+        let marked = format!("{title}\n{CHART_BEGIN}\n{CHART_END}\n{rest}");
+        std::fs::write(out, marked).expect("write the report");
+    }
     write_between(out, (CHART_BEGIN, CHART_END), "# karu benchmarks", &md);
 }
 

@@ -414,6 +414,7 @@ fn get(
     let options = DownloadOptions {
         chunk_size: base.chunk_size,
         parallelism: base.parallelism,
+        chunking: base.chunking,
         overwrite: base.overwrite,
         resume: base.resume,
         on_change: base.on_change,

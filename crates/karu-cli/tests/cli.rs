@@ -312,11 +312,14 @@ fn get_downloads_with_plain_progress_lines_and_a_summary() {
         stdout.starts_with(&format!("{d}: 3000000 bytes in ")),
         "{stdout}"
     );
+    // The probe, then one measured stream (joined by chunks only if it ran slow): the
+    // summary counts what the server saw.
+    let requests = server.log().len();
+    assert!(requests >= 2, "{requests}");
     assert!(
-        stdout.contains(", 12 requests, 0 retries, 0 throttled"),
+        stdout.contains(&format!(", {requests} requests, 0 retries, 0 throttled")),
         "{stdout}"
     );
-    assert_eq!(server.log().len(), 12);
 
     // The destination exists now: refused (exit 15, file error) unless --overwrite.
     let again = karu(&args, None);

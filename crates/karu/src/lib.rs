@@ -53,7 +53,7 @@ pub use config::{
     option_names,
 };
 pub use download::{
-    DEFAULT_CHUNK_SIZE, DEFAULT_PARALLELISM, DownloadOptions, DownloadResult, OnChange,
+    Chunking, DEFAULT_CHUNK_SIZE, DEFAULT_PARALLELISM, DownloadOptions, DownloadResult, OnChange,
     ParallelismStats, Progress,
 };
 pub use error::{Error, Result, Status};

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use common::{client, object};
-use karu::{Client, DownloadOptions, DownloadResult, Locator, OnChange, Status};
+use karu::{Chunking, Client, DownloadOptions, DownloadResult, Locator, OnChange, Status};
 use karu_testkit::content;
 use karu_testkit::server::{RangeServer, etag, versioned_name};
 
@@ -19,6 +19,8 @@ fn options<'a>(chunk_size: u64, parallelism: u64) -> DownloadOptions<'a> {
     DownloadOptions {
         chunk_size,
         parallelism,
+        // These tests are about chunks: no measured stream first.
+        chunking: Chunking::Always,
         ..Default::default()
     }
 }
@@ -530,6 +532,106 @@ fn download_async_runs_on_any_executor() {
     let result = runtime.block_on(send(future)).unwrap();
     assert_eq!(result.downloaded, size);
     check_file(&dest, "async", 0, size);
+}
+
+/// Measured chunking: a stream far slower than the link (a store trickling each answer at
+/// 2 MB/s) gets parallel chunks for the rest of the object beside it; the stream stops where
+/// they begin, every request after the probe is pinned, and every byte is right.
+#[test]
+fn a_slow_stream_hands_the_rest_to_pinned_chunks_and_stops_where_they_begin() {
+    let server = RangeServer::start();
+    let chunk = 256 << 10;
+    let size = 24 * chunk;
+    let l = object(
+        &server,
+        &format!("/trickle/measured?size={size}&rate=2000000"),
+    );
+    let (_dir, dest) = scratch();
+    let started = std::time::Instant::now();
+    let result = client(&[])
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                chunk_size: chunk,
+                parallelism: 4,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    check_file(&dest, "measured", 0, size);
+    // Alone, the stream would take 3.1 s.
+    assert!(
+        started.elapsed().as_secs_f64() < 2.5,
+        "{:?}",
+        started.elapsed()
+    );
+    let tag = etag("measured", size, 0);
+    let log = server.log();
+    assert_eq!(
+        log[0].range.as_deref(),
+        Some(format!("bytes=0-{}", chunk - 1).as_str())
+    );
+    assert_eq!(
+        log[1].range,
+        Some(format!("bytes={chunk}-{}", size - 1)),
+        "the stream"
+    );
+    assert!(log.len() > 3, "chunks joined the stream: {}", log.len());
+    for r in &log[1..] {
+        assert_eq!(r.header("if-match"), Some(tag.as_str()));
+    }
+    // The stream stopped at the first chunk: no byte was received twice (but the frame that
+    // crossed the boundary).
+    assert!(
+        result.received_bytes < size + (64 << 10),
+        "{} of {size}",
+        result.received_bytes
+    );
+    assert_eq!(result.requests, log.len() as u64);
+}
+
+/// Measured chunking on a fast loopback server: the result is the same file whatever the
+/// stream's rate decided, and every request after the probe is pinned.
+#[test]
+fn a_measured_download_is_exact_and_pinned_whatever_it_decides() {
+    let server = RangeServer::start();
+    let size = 40 * CHUNK + 123;
+    let l = object(&server, &format!("/ok/fast?size={size}"));
+    let (_dir, dest) = scratch();
+    let calls = Mutex::new(Vec::new());
+    let result = client(&[])
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                chunk_size: CHUNK,
+                parallelism: 4,
+                progress: Some(Box::new(|done, total| {
+                    calls.lock().unwrap().push((done, total));
+                    true
+                })),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    check_file(&dest, "fast", 0, size);
+    // Progress after the probe, as with chunks, and at the end.
+    let calls = calls.into_inner().unwrap();
+    assert_eq!(calls.first(), Some(&(CHUNK, size)), "{calls:?}");
+    assert_eq!(calls.last(), Some(&(size, size)), "{calls:?}");
+    let tag = etag("fast", size, 0);
+    let log = server.log();
+    assert_eq!(log[0].header("if-match"), None, "the probe is not pinned");
+    assert_eq!(
+        log[1].range,
+        Some(format!("bytes={CHUNK}-{}", size - 1)),
+        "the stream"
+    );
+    for r in &log[1..] {
+        assert_eq!(r.header("if-match"), Some(tag.as_str()));
+    }
+    assert_eq!((result.size, result.downloaded), (size, size));
 }
 
 /// nginx (started by `scripts/nginx.sh`): `large.bin` in 1 MiB chunks, pinned to nginx's ETag.

@@ -16,6 +16,7 @@ use std::future::{Future, poll_fn};
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
@@ -63,11 +64,31 @@ pub enum OnChange {
     Restart,
 }
 
+/// How a download with a version pin (a strong ETag or a `Last-Modified`) reads the bytes
+/// after its probe.
+///
+/// ```
+/// let options = karu::DownloadOptions { chunking: karu::Chunking::Always, ..Default::default() };
+/// assert_eq!(karu::Chunking::default(), karu::Chunking::Measured);
+/// # let _ = options;
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Chunking {
+    /// One pinned stream after the probe, straight into the file; parallel chunks take the
+    /// rest of the object beside it only once the stream's measured rate shows it slower
+    /// than the link (a stream keeping up with the link gains nothing from chunks but round
+    /// trips, buffers and copies).
+    #[default]
+    Measured,
+    /// Parallel chunks right after the probe, whatever one stream could do.
+    Always,
+}
+
 /// The progress callback: `(received, total)` bytes; returning `false` cancels.
 pub type Progress<'a> = Box<dyn FnMut(u64, u64) -> bool + Send + 'a>;
 
-/// How to download. `Default` gives 8 MiB chunks, 8 in flight, no overwrite, no resume,
-/// fail on change and no progress callback.
+/// How to download. `Default` gives 8 MiB chunks, 8 in flight, measured chunking, no
+/// overwrite, no resume, fail on change and no progress callback.
 ///
 /// ```
 /// let mut calls = 0;
@@ -88,6 +109,8 @@ pub struct DownloadOptions<'a> {
     pub chunk_size: u64,
     /// Most chunks in flight (default 8); nonzero. Throttling lowers it for a while.
     pub parallelism: u64,
+    /// Whether the bytes after the probe go as one measured stream or as chunks at once.
+    pub chunking: Chunking,
     /// Replace an existing destination (atomically); otherwise it is refused.
     pub overwrite: bool,
     /// Keep an interrupted download's temporary file and `<dest>.karu.resume` sidecar, and
@@ -117,6 +140,7 @@ impl Default for DownloadOptions<'_> {
         DownloadOptions {
             chunk_size: DEFAULT_CHUNK_SIZE,
             parallelism: DEFAULT_PARALLELISM,
+            chunking: Chunking::Measured,
             overwrite: false,
             resume: false,
             on_change: OnChange::Fail,
@@ -132,6 +156,7 @@ impl std::fmt::Debug for DownloadOptions<'_> {
         f.debug_struct("DownloadOptions")
             .field("chunk_size", &self.chunk_size)
             .field("parallelism", &self.parallelism)
+            .field("chunking", &self.chunking)
             .field("overwrite", &self.overwrite)
             .field("resume", &self.resume)
             .field("on_change", &self.on_change)
@@ -356,6 +381,12 @@ impl Layout {
         (self.size - self.probe).div_ceil(self.chunk)
     }
 
+    /// The first chunk starting at or after visible offset `at`, if any.
+    fn first_chunk_from(&self, at: u64) -> Option<u64> {
+        let i = at.saturating_sub(self.probe).div_ceil(self.chunk);
+        (i < self.count()).then_some(i)
+    }
+
     fn span(&self, i: u64) -> (u64, u64) {
         let start = self.probe + i * self.chunk;
         (start, self.chunk.min(self.size - start))
@@ -420,7 +451,6 @@ impl Job<'_, '_> {
             _engine: None,
         };
         let mut probe_requests = 1;
-        let probe_started = Instant::now();
         let ends = match self
             .client
             .read_ends_counted(
@@ -450,7 +480,6 @@ impl Job<'_, '_> {
             }
             Err(e) => return Err(e),
         };
-        let probe_time = probe_started.elapsed();
         let layout = Layout {
             size: ends.info.size,
             probe: ends.head.len() as u64,
@@ -493,8 +522,18 @@ impl Job<'_, '_> {
             let temp = Temp::create(dest)?;
             temp.set_len(layout.size)
                 .map_err(|e| io_error(dest, "cannot size temporary output", e))?;
-            self.stream(&temp, &ends, None, &ticker, &mut budget, &mut result)
-                .await?;
+            let mut temp = temp;
+            self.stream(
+                &mut temp,
+                None,
+                &layout,
+                None,
+                &ticker,
+                &mut budget,
+                &mut result,
+                &mut Vec::new(),
+            )
+            .await?;
             temp.publish(dest, self.options.overwrite)?;
             return Ok(result);
         }
@@ -503,43 +542,53 @@ impl Job<'_, '_> {
         let resumable = sidecar.is_some();
         let mut in_flight = Vec::new();
         let single = self.locator.is_remote()
+            && self.options.chunking == Chunking::Measured
             && done.is_empty()
-            && layout.count() > 1
-            && !split(layout.probe, probe_time);
+            && layout.count() > 1;
         let outcome = if single {
-            // One stream is as fast as the link: the rest after the probe in one pinned GET,
-            // straight into the file (no chunk buffers, no round trip per chunk).
+            // One stream after the probe, straight into the file; chunks join it only where
+            // it proves slower than the link.
             let written = temp
                 .write_at(&ends.head, 0)
-                .map_err(|e| io_error(dest, "cannot write temporary output", e));
+                .map_err(|e| io_error(dest, "cannot write temporary output", e))
+                .and_then(|()| {
+                    result.downloaded = layout.probe;
+                    self.progress(layout.probe, layout.size)
+                });
             match written {
                 Ok(()) => {
                     self.stream(
-                        &temp,
-                        &ends,
+                        &mut temp,
+                        sidecar.as_mut(),
+                        &layout,
                         pin.as_ref(),
                         &ticker,
                         &mut budget,
                         &mut result,
+                        &mut in_flight,
                     )
                     .await
                 }
                 Err(e) => Err(e),
             }
         } else {
-            self.fill(
-                &mut temp,
-                sidecar.as_mut(),
-                &layout,
-                &ends.head,
-                &done,
-                pin.as_ref(),
-                &ticker,
-                &mut budget,
-                &mut result,
-                &mut in_flight,
-            )
-            .await
+            match self.start_chunks(&temp, &layout, &ends.head, &done, &mut result) {
+                Ok(queue) => {
+                    self.fill(
+                        &mut temp,
+                        sidecar.as_mut(),
+                        &layout,
+                        queue,
+                        pin.as_ref(),
+                        &ticker,
+                        &mut budget,
+                        &mut result,
+                        &mut in_flight,
+                    )
+                    .await
+                }
+                Err(e) => Err(e),
+            }
         };
         settle(in_flight).await;
         drop(sidecar);
@@ -611,19 +660,24 @@ impl Job<'_, '_> {
     }
 
     /// Reads the object in one stream into `temp`, reporting progress on each tick: with
-    /// `pin`, the rest after the probe's bytes (already in `temp`), pinned by it; without,
-    /// the whole object from its first byte.
+    /// `pin`, the rest after the probe's bytes (already in `temp`), pinned by it, handing
+    /// the chunks past the stream to parallel pinned requests once its rate shows that one
+    /// stream is slower than the link (see [`split`]); without, the whole object from its
+    /// first byte.
+    #[allow(clippy::too_many_arguments)]
     async fn stream(
         &mut self,
-        temp: &Temp,
-        ends: &Ends,
+        temp: &mut Temp,
+        sidecar: Option<&mut Sidecar>,
+        layout: &Layout,
         pin: Option<&Condition>,
         ticker: &Ticker,
         budget: &mut Budget,
         result: &mut DownloadResult,
+        in_flight: &mut Vec<InFlight>,
     ) -> Result<()> {
         let dest = self.dest;
-        let size = ends.info.size;
+        let size = layout.size;
         let file = temp
             .try_clone_file()
             .map_err(|e| io_error(dest, "cannot write temporary output", e))?;
@@ -637,9 +691,10 @@ impl Job<'_, '_> {
             None => Some(size + self.locator.window_offset()),
         };
         let start = match pin {
-            Some(_) => ends.head.len() as u64,
+            Some(_) => layout.probe,
             None => 0,
         };
+        let stop = Arc::new(AtomicU64::new(size));
         let job = stream::job(
             self.locator.clone(),
             file,
@@ -647,54 +702,110 @@ impl Job<'_, '_> {
             pin.cloned(),
             total,
             Arc::clone(&counters.shared),
+            Arc::clone(&stop),
         );
-        let mut run = std::pin::pin!(self.client.run_remote(job));
-        let mut reported = 0;
-        let outcome = loop {
+        let client = self.client;
+        let mut run = std::pin::pin!(client.run_remote(job));
+        let mut reported = start;
+        // The stream's received bytes at the previous tick: two ticks give its body rate.
+        let mut sample: Option<(Instant, u64)> = None;
+        let mut decided = false;
+        let mut steal = None;
+        let mut outcome = loop {
             let done = poll_fn(|cx| match run.as_mut().poll(cx) {
                 Poll::Ready(r) => Poll::Ready(Some(r)),
                 Poll::Pending => ticker.poll_tick(cx).map(|()| None),
             })
             .await;
             if let Some(r) = done {
-                break r.map_err(|e| e.context(dest.display()));
+                break r;
             }
             budget.check_time(dest, reported, size)?;
-            reported = reported.max((start + counters.stats().received_bytes).min(size));
+            let received = counters.stats().received_bytes;
+            reported = reported.max((start + received).min(size));
             self.progress(reported, size)?;
+            if pin.is_some() && !decided {
+                let now = Instant::now();
+                match sample {
+                    // The first tick with bytes flowing starts the sample; the rate over
+                    // `SAMPLE` from there decides (a longer look than one tick, so that a
+                    // stream held up for a moment on a busy machine is not taken for slow).
+                    Some((then, before)) if before > 0 && now - then >= SAMPLE => {
+                        decided = true;
+                        if split(received - before, now - then) {
+                            steal = layout.first_chunk_from(start + received + layout.chunk);
+                            if steal.is_some() {
+                                break Ok(());
+                            }
+                        }
+                    }
+                    Some((_, before)) if before > 0 => {}
+                    _ => sample = Some((now, received)),
+                }
+            }
         };
+        if let Some(first) = steal {
+            // Chunks from `first` on, beside the stream, which stops where they begin.
+            stop.store(layout.span(first).0, Ordering::Release);
+            result.downloaded = reported;
+            let queue = (first..layout.count()).collect();
+            let fill = self.fill(
+                temp, sidecar, layout, queue, pin, ticker, budget, result, in_flight,
+            );
+            let mut fill = std::pin::pin!(fill);
+            let (mut streamed, mut filled) = (None, None);
+            poll_fn(|cx| {
+                if streamed.is_none()
+                    && let Poll::Ready(r) = run.as_mut().poll(cx)
+                {
+                    streamed = Some(r);
+                }
+                if filled.is_none()
+                    && let Poll::Ready(r) = fill.as_mut().poll(cx)
+                {
+                    filled = Some(r);
+                }
+                let failed = matches!(streamed, Some(Err(_))) || matches!(filled, Some(Err(_)));
+                if failed || (streamed.is_some() && filled.is_some()) {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await;
+            outcome = match (streamed, filled) {
+                (_, Some(Err(e))) | (Some(Err(e)), _) => Err(e),
+                _ => Ok(()),
+            };
+        }
         let stats = counters.stats();
         result.add(&stats);
         result.requests = result.requests.saturating_add(1);
-        outcome?;
+        outcome.map_err(|e| e.context(dest.display()))?;
         result.downloaded = size;
-        result.parallelism = ParallelismStats {
-            min: 1,
-            max: 1,
-            final_: 1,
-            cuts: 0,
-        };
+        if steal.is_none() {
+            result.parallelism = ParallelismStats {
+                min: 1,
+                max: 1,
+                final_: 1,
+                cuts: 0,
+            };
+        }
         self.progress(size, size)
     }
 
-    /// Writes the probe's bytes, then runs the chunk window until every chunk is written.
-    #[allow(clippy::too_many_arguments)]
-    async fn fill(
+    /// Writes the probe's bytes and notes the chunks an earlier call left; returns the
+    /// chunks still to read.
+    fn start_chunks(
         &mut self,
-        temp: &mut Temp,
-        mut sidecar: Option<&mut Sidecar>,
+        temp: &Temp,
         layout: &Layout,
         head: &[u8],
         done: &BTreeSet<u64>,
-        pin: Option<&Condition>,
-        ticker: &Ticker,
-        budget: &mut Budget,
         result: &mut DownloadResult,
-        in_flight: &mut Vec<InFlight>,
-    ) -> Result<()> {
-        let dest = self.dest;
-        let write_err = |e| io_error(dest, "cannot write temporary output", e);
-        temp.write_at(head, 0).map_err(write_err)?;
+    ) -> Result<VecDeque<u64>> {
+        temp.write_at(head, 0)
+            .map_err(|e| io_error(self.dest, "cannot write temporary output", e))?;
         result.downloaded = layout.probe;
         for &i in done {
             result.downloaded += layout.span(i).1;
@@ -703,8 +814,25 @@ impl Job<'_, '_> {
         if layout.probe > 0 {
             self.progress(result.downloaded, layout.size)?;
         }
+        Ok((0..layout.count()).filter(|i| !done.contains(i)).collect())
+    }
 
-        let mut queue: VecDeque<u64> = (0..layout.count()).filter(|i| !done.contains(i)).collect();
+    /// Runs the chunk window until every chunk of `queue` is written.
+    #[allow(clippy::too_many_arguments)]
+    async fn fill(
+        &mut self,
+        temp: &mut Temp,
+        mut sidecar: Option<&mut Sidecar>,
+        layout: &Layout,
+        mut queue: VecDeque<u64>,
+        pin: Option<&Condition>,
+        ticker: &Ticker,
+        budget: &mut Budget,
+        result: &mut DownloadResult,
+        in_flight: &mut Vec<InFlight>,
+    ) -> Result<()> {
+        let dest = self.dest;
+        let write_err = |e| io_error(dest, "cannot write temporary output", e);
         let mut window = Window::new(self.options.parallelism);
         let mut buffers: Vec<Vec<u8>> = Vec::new();
         // No submission before this: a `Retry-After`, or a pause while nothing is served.
@@ -806,16 +934,18 @@ impl Job<'_, '_> {
     }
 }
 
-/// A probe body faster than this shows a stream that keeps up with the link: at this rate
-/// the client's copies, not the network, bound a transfer.
-const FAST_STREAM: f64 = 200e6;
+/// How long a stream's rate is watched before `split` decides.
+const SAMPLE: Duration = Duration::from_millis(300);
 
-/// Whether to split the rest of a pinned download into parallel chunks (`false`: one stream
-/// after the probe), from what the probe showed: `bytes` of body in `elapsed` (its request
-/// and connection setup included). Parallel chunks pay off where one stream is slow (a store
-/// that serves each request slowly, or a window-limited path); where a stream already moves
-/// bytes as fast as the client takes them, chunks only add round trips, buffers and copies.
-/// The one place to give the decision a link estimate.
+/// A stream whose body arrives faster than this keeps up with the link: at this rate the
+/// client's copies, not the network, bound a transfer.
+const FAST_STREAM: f64 = 150e6;
+
+/// Whether to split the rest of a pinned download into parallel chunks beside its stream,
+/// from the stream's body rate: `bytes` in `elapsed`. Parallel chunks pay off where one
+/// stream is slow (a store that serves each request slowly, or a window-limited path);
+/// where a stream already moves bytes about as fast as the client takes them, chunks only
+/// add round trips, buffers and copies. The one place to give the decision a link estimate.
 fn split(bytes: u64, elapsed: Duration) -> bool {
     let secs = elapsed.as_secs_f64();
     secs <= 0.0 || (bytes as f64) / secs < FAST_STREAM
@@ -928,15 +1058,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_fast_probe_keeps_one_stream_and_a_slow_or_small_one_splits() {
+    fn a_fast_stream_stays_alone_and_a_slow_one_gets_chunks() {
         let ms = Duration::from_millis;
-        // 1 MiB in 2 ms (~520 MB/s): the stream keeps up with the link.
-        assert!(!split(1 << 20, ms(2)));
-        // The same body behind 20 ms of latency, or from a store serving ~80 MB/s a stream.
-        assert!(split(1 << 20, ms(40)));
-        assert!(split(1 << 20, ms(13)));
-        // A tiny probe (small chunks) says nothing of the link: chunks as asked.
-        assert!(split(4096, ms(1)));
+        // 50 MiB in a 100 ms tick (~520 MB/s): the stream keeps up with the link.
+        assert!(!split(50 << 20, ms(100)));
+        // A store serving ~80 MB/s a stream, or a stalled one.
+        assert!(split(8 << 20, ms(100)));
+        assert!(split(0, ms(100)));
         assert!(split(1 << 20, Duration::ZERO));
+    }
+
+    #[test]
+    fn chunks_start_on_the_grid_after_the_probe() {
+        let l = Layout {
+            size: 100,
+            probe: 10,
+            chunk: 20,
+        };
+        assert_eq!(l.count(), 5);
+        assert_eq!(l.first_chunk_from(0), Some(0));
+        assert_eq!(l.first_chunk_from(10), Some(0));
+        assert_eq!(l.first_chunk_from(11), Some(1));
+        assert_eq!(l.first_chunk_from(90), Some(4));
+        assert_eq!(l.first_chunk_from(91), None);
+        assert_eq!(l.span(4), (90, 10));
     }
 }

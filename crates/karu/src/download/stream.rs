@@ -15,6 +15,7 @@ use std::os::unix::fs::FileExt;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::backends::ByteRange;
 use crate::batch::Shared;
@@ -27,7 +28,8 @@ use crate::validate::condition::{Condition, stated_total};
 
 /// The job that streams visible bytes `[start, size)` of `locator` into `file` (at their
 /// own offsets), pinned by `pin` when given, counting into `counters` and stopping when they
-/// are cancelled. `total` is the object size the probe saw, when it knows it (an open
+/// are cancelled. It writes nothing at or past `stop` (the size, until chunks take the rest
+/// of the object) and ends, successfully, once it has written up to it. `total` is the object size the probe saw, when it knows it (an open
 /// window).
 pub(crate) fn job(
     locator: Locator,
@@ -36,18 +38,30 @@ pub(crate) fn job(
     pin: Option<Condition>,
     total: Option<u64>,
     counters: Arc<Shared>,
+    stop: Arc<AtomicU64>,
 ) -> impl FnOnce(Rc<LoopState>) -> Pin<Box<dyn Future<Output = Result<()>>>> + Send + 'static {
     move |st| {
         Box::pin(async move {
             let env = st.env(Some(&counters));
             let woff = locator.window_offset();
             let mut failed = None;
+            // Visible offset up to which this stream has written, in order.
+            let mut reached = 0;
             let fetched = {
                 let sink = |at: u64, data: &[u8]| {
-                    if failed.is_none()
-                        && let Err(e) = file.write_all_at(data, at - woff)
+                    let at = at - woff;
+                    let end = stop.load(Ordering::Acquire);
+                    let n = end.saturating_sub(at).min(data.len() as u64);
+                    if n > 0
+                        && failed.is_none()
+                        && let Err(e) = file.write_all_at(&data[..n as usize], at)
                     {
                         failed = Some(e);
+                    }
+                    reached = at + n;
+                    if end < size && at + data.len() as u64 >= end {
+                        // Chunks took the rest: this stream's part is written.
+                        counters.cancel();
                     }
                 };
                 let mut watch = Watch {
@@ -69,11 +83,15 @@ pub(crate) fn job(
                     format!("cannot write temporary output: {e}"),
                 ));
             }
-            let Fetched { end, .. } = fetched?;
-            if end != woff + size {
-                return Err(changed(&locator.display()));
+            let end = stop.load(Ordering::Acquire);
+            match fetched {
+                Err(_) if end < size && reached >= end => Ok(()),
+                Err(e) => Err(e),
+                Ok(Fetched { end: got, .. }) if got - woff < end => {
+                    Err(changed(&locator.display()))
+                }
+                Ok(_) => Ok(()),
             }
-            Ok(())
         })
     }
 }
