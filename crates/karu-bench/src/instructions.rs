@@ -147,7 +147,7 @@ pub fn child(args: &[String]) {
     let offsets = (0..n).map(|i| i * 16 * KIB);
     match reader.as_str() {
         "karu" => {
-            let client: Client = target.karu_client_with(Some(0), Some(1));
+            let client: Client = target.karu_client_with(Some(0), Some(1), None);
             let locator = Locator::parse(&target.url(OBJECT)).expect("a locator");
             let reads = offsets
                 .map(|offset| Read::new(&locator, offset, READ).tag(offset))

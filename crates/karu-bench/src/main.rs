@@ -444,7 +444,8 @@ fn planned(reader: Reader, w: &Workload, t: &Target) -> Option<(u64, u64, u64)> 
     }
     let n = w.reads.len() as u64;
     Some(match reader {
-        Reader::KaruDefault | Reader::KaruGap0 => {
+        // karu's own plan is the guards plan (a cost plan depends on what the run measures).
+        Reader::KaruDefault | Reader::KaruGap0 | Reader::KaruGuards => {
             let gap = (reader == Reader::KaruGap0).then_some(0);
             // Building a client starts nothing; it only gives the planner its settings.
             let client = t.karu_client(gap);

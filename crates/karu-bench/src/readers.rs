@@ -34,6 +34,8 @@ pub const DOWNLOAD_PARALLELISM: u64 = karu::DEFAULT_PARALLELISM;
 pub enum Reader {
     KaruDefault,
     KaruGap0,
+    /// karu with `KARU_COALESCE_MODE=guards`: the fixed guards, no cost model.
+    KaruGuards,
     OsRanges,
     OsRange,
     Naive,
@@ -43,9 +45,10 @@ pub enum Reader {
 }
 
 impl Reader {
-    pub const ALL: [Reader; 8] = [
+    pub const ALL: [Reader; 9] = [
         Reader::KaruDefault,
         Reader::KaruGap0,
+        Reader::KaruGuards,
         Reader::OsRanges,
         Reader::OsRange,
         Reader::Naive,
@@ -57,7 +60,7 @@ impl Reader {
     /// The readers that run a workload of this kind, karu first.
     pub fn for_kind(kind: Kind) -> &'static [Reader] {
         match kind {
-            Kind::Reads | Kind::Ends(..) => &Reader::ALL[..5],
+            Kind::Reads | Kind::Ends(..) => &Reader::ALL[..6],
             Kind::Download => &[
                 Reader::KaruDefault,
                 Reader::Curl,
@@ -71,6 +74,7 @@ impl Reader {
         match self {
             Reader::KaruDefault => "karu",
             Reader::KaruGap0 => "karu-gap0",
+            Reader::KaruGuards => "karu-guards",
             Reader::OsRanges => "os-ranges",
             Reader::OsRange => "os-range",
             Reader::Naive => "naive",
@@ -92,6 +96,7 @@ impl Reader {
         match self {
             Reader::KaruDefault => "karu",
             Reader::KaruGap0 => "karu gap 0",
+            Reader::KaruGuards => "karu guards",
             Reader::OsRanges => "os `get_ranges`",
             Reader::OsRange => "os `get_range` ×64",
             Reader::Naive => "naive",
@@ -113,6 +118,7 @@ impl Reader {
         match self {
             Reader::KaruDefault => "karu (defaults)",
             Reader::KaruGap0 => "karu (gap 0)",
+            Reader::KaruGuards => "karu (KARU_COALESCE_MODE=guards)",
             Reader::OsRanges => "object_store `get_ranges`",
             Reader::OsRange => "object_store `get_range` ×64",
             Reader::Naive => "naive sequential",
@@ -222,11 +228,17 @@ impl Target {
     /// A karu client with a hermetic configuration for this target; `gap` sets
     /// `KARU_COALESCE_GAP`.
     pub fn karu_client(&self, gap: Option<u64>) -> Client {
-        self.karu_client_with(gap, None)
+        self.karu_client_with(gap, None, None)
     }
 
-    /// [`Target::karu_client`], with `concurrency` setting `KARU_CONCURRENCY`.
-    pub fn karu_client_with(&self, gap: Option<u64>, concurrency: Option<u32>) -> Client {
+    /// [`Target::karu_client`], with `concurrency` setting `KARU_CONCURRENCY` and `mode`
+    /// setting `KARU_COALESCE_MODE`.
+    pub fn karu_client_with(
+        &self,
+        gap: Option<u64>,
+        concurrency: Option<u32>,
+        mode: Option<&str>,
+    ) -> Client {
         let mut config = Config::empty();
         let mut set = |name: &str, value: &str| {
             config.set(name, Some(value)).expect("a valid option");
@@ -236,6 +248,9 @@ impl Target {
         }
         if let Some(concurrency) = concurrency {
             set("KARU_CONCURRENCY", &concurrency.to_string());
+        }
+        if let Some(mode) = mode {
+            set("KARU_COALESCE_MODE", mode);
         }
         if let Some(s3) = &self.s3 {
             set("AWS_S3_ENDPOINT", &self.base);
@@ -282,8 +297,9 @@ pub fn run(reader: Reader, w: &Workload, target: &Target, budget: Duration) -> M
         (Kind::Download, _) | (_, Reader::Curl | Reader::OsGet | Reader::OsChunks) => {
             panic!("{} does not run workload {}", reader.key(), w.id)
         }
-        (_, Reader::KaruDefault) => karu(w, target, None),
-        (_, Reader::KaruGap0) => karu(w, target, Some(0)),
+        (_, Reader::KaruDefault) => karu(w, target, target.karu_client(None)),
+        (_, Reader::KaruGap0) => karu(w, target, target.karu_client(Some(0))),
+        (_, Reader::KaruGuards) => karu(w, target, target.karu_client_with(None, None, Some("guards"))),
         (_, Reader::OsRanges | Reader::OsRange) => object_store(w, target, reader),
         (_, Reader::Naive) => naive(w, target, budget),
     };
@@ -300,8 +316,7 @@ pub fn run(reader: Reader, w: &Workload, target: &Target, budget: Duration) -> M
     }
 }
 
-fn karu(w: &Workload, target: &Target, gap: Option<u64>) -> usize {
-    let client = target.karu_client(gap);
+fn karu(w: &Workload, target: &Target, client: Client) -> usize {
     let objects = target.locators(&w.objects);
     if let Kind::Ends(head, tail) = w.kind {
         let rt = tokio::runtime::Builder::new_current_thread()

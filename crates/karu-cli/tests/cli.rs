@@ -118,7 +118,7 @@ fn plan_prints_transfers_and_amplification() {
     assert!(text.contains("priors for --per-request"), "{text}");
     assert!(!text.contains("--rtt,"), "{text}");
     assert!(
-        text.contains("predicted: 539.1 ms  (guards plan: 8.25 s"),
+        text.contains("predicted: 640.6 ms  (guards plan: 8.25 s"),
         "{text}"
     );
     // No link given: the priors, named.

@@ -3,14 +3,17 @@
 //! The predicted time of a batch of `n` transfers of `bytes` in all (the largest `max`), on a
 //! link with round trip `rtt`, per-request cost `o`, one connection's rate `pc`, all
 //! connections' rate `total` and `concurrency` slots (`c = min(concurrency, n)`), is the
-//! largest of four bounds:
+//! largest of three bounds plus the client's work on the requests:
 //!
 //! ```text
 //! slots   = (n × (rtt + o) + bytes / pc) / c    every slot busy a round trip and its bytes
 //! link    = rtt + bytes / total                 the shared link carries every byte
 //! longest = rtt + o + max / pc                  the longest transfer on its connection
-//! cpu     = n × o                               the client prepares requests one by one
+//! time    = max(slots, link, longest) + n × o   each request costs the client (and server)
 //! ```
+//!
+//! The last term makes every request cost something even while slots idle: two requests in
+//! parallel are not free next to one that fetches a small gap.
 //!
 //! Predictions are rounded down to a grid of 1/64 of their power of two (about 1.5 %): plans
 //! whose times differ by less are equal, and then the one with fewer transfers (then fewer
@@ -135,16 +138,17 @@ impl CostModel {
         let slots = (load.n as f64 * k + bytes / pc) / c;
         let link = rtt + bytes / total;
         let longest = k + load.max as f64 / pc;
-        let cpu = load.n as f64 * self.per_request.as_secs_f64();
-        slots.max(link).max(longest).max(cpu)
+        let work = load.n as f64 * self.per_request.as_secs_f64();
+        slots.max(link).max(longest) + work
     }
 
     /// The merge gaps worth trying: the guards' own, none at all, touching reads only, and
     /// the gaps whose bytes take as long as one request's round trip at each rate.
     fn gaps(&self, policy: &Policy) -> Vec<Option<u64>> {
         let guards = guards_gap(policy, true);
-        let mut gaps = vec![guards, None];
+        let mut gaps = vec![guards];
         if let Some(ceiling) = guards {
+            gaps.push(None);
             let k = self.rtt.as_secs_f64() + self.per_request.as_secs_f64();
             let c = f64::from(self.concurrency.max(1));
             let pc = self.connection_rate as f64;
@@ -254,9 +258,17 @@ impl Piece {
     }
 }
 
-/// Cuts a span into pieces of at most `size` bytes: consecutive whole reads while they fit
-/// (and keep the amplification guard), and a read larger than `size` into equal slices.
-fn cut(entries: &[Entry], span: Span, size: u64, policy: &Policy, out: &mut impl FnMut(Piece)) {
+/// Cuts a span merged across gaps of at most `gap` into pieces of at most `size` bytes:
+/// consecutive whole reads while they fit (and keep the gap and amplification guards: a read
+/// cut out may leave a gap it covered), and a read larger than `size` into equal slices.
+fn cut(
+    entries: &[Entry],
+    span: Span,
+    size: u64,
+    gap: u64,
+    policy: &Policy,
+    out: &mut impl FnMut(Piece),
+) {
     let mut current: Option<(Span, u128)> = None;
     for (k, &e) in entries.iter().enumerate().take(span.to).skip(span.from) {
         let e_last = e.offset + (e.length - 1);
@@ -280,7 +292,9 @@ fn cut(entries: &[Entry], span: Span, size: u64, policy: &Policy, out: &mut impl
         if let Some((c, useful)) = &mut current {
             let end = c.last.max(e_last);
             let merged = *useful + u128::from(e.length);
-            let within = end - c.start < size
+            let near = e.offset <= c.last || e.offset - c.last - 1 <= gap;
+            let within = near
+                && end - c.start < size
                 && merged
                     .checked_mul(u128::from(policy.amplification))
                     .is_none_or(|budget| u128::from(end - c.start) < budget);
@@ -359,9 +373,14 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
                 if s.length() <= size {
                     load.add(s.length());
                 } else {
-                    cut(&entries[base..], s, size, policy, &mut |p| {
-                        load.add(p.length())
-                    });
+                    cut(
+                        &entries[base..],
+                        s,
+                        size,
+                        gap.unwrap_or(0),
+                        policy,
+                        &mut |p| load.add(p.length()),
+                    );
                 }
             }
             consider(
@@ -397,7 +416,7 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
                     if s.length() <= size {
                         transfers.push(transfer(group, s, true));
                     } else {
-                        cut(group, s, size, policy, &mut |p| {
+                        cut(group, s, size, gap.unwrap_or(0), policy, &mut |p| {
                             transfers.push(piece(group, p));
                         });
                     }
