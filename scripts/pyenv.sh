@@ -3,10 +3,11 @@
 #
 #   scripts/pyenv.sh            ensure the venv; print its path (use "$(bash scripts/pyenv.sh)/bin/python")
 #
-# The venv lives under ${KARU_TEST_CACHE:-~/.cache/karu-test}/venv and holds the pins of
-# scripts/requirements-test.txt. It is reused while a stamp inside it records the same
-# SHA-256 of that file; otherwise it is made anew. python3 and python3-venv come from Debian
-# when missing (as root, like the server scripts).
+# The venv lives in ${KARU_TEST_CACHE:-~/.cache/karu-test}/venv/<key> and holds the pins of
+# scripts/requirements-test.txt, the key being a hash of that file: a changed file gets its
+# own venv (checkouts with different pins on one machine do not rebuild each other's), and an
+# unchanged one reuses it once a stamp says it was completed. python3 and python3-venv come
+# from Debian when missing (as root, like the server scripts).
 set -euo pipefail
 
 NAME=pyenv
@@ -14,11 +15,11 @@ NAME=pyenv
 source "$(dirname "$0")/lib.sh"
 
 REQUIREMENTS="$ROOT/scripts/requirements-test.txt"
-VENV="$CACHE/venv"
+want=$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)
+VENV="$CACHE/venv/${want:0:16}"
 STAMP="$VENV/.karu-requirements.sha256"
 
 install_commands python3
-want=$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$want" ]; then
     echo "$VENV"
     exit 0

@@ -210,7 +210,9 @@ impl Remote {
                     .unwrap_or_else(|e| e.into_inner())
                     .on_read(first, last, !missed.is_empty());
                 if !missed.is_empty() {
-                    let end = (last + window).min(v.len.div_ceil(bs).saturating_sub(1));
+                    let end = last
+                        .saturating_add(window)
+                        .min(v.len.div_ceil(bs).saturating_sub(1));
                     for b in last + 1..=end {
                         claims.lookup(b, false);
                     }
@@ -267,7 +269,7 @@ impl Remote {
             .enumerate()
             .map(|(i, run)| {
                 let start = run.start * bs;
-                let end = (run.end * bs).min(v.len);
+                let end = run.end.saturating_mul(bs).min(v.len);
                 let read = Read::new(&self.locator, start, end - start).tag(i as u64);
                 match &v.pin {
                     Some(pin) => read.pinned(pin.clone()),
@@ -295,7 +297,7 @@ impl Remote {
         let mut out = HashMap::with_capacity(blocks.len());
         for (run, buf) in runs.iter().zip(bufs) {
             let start = run.start * bs;
-            let want = (run.end * bs).min(v.len) - start;
+            let want = run.end.saturating_mul(bs).min(v.len) - start;
             let buf = Bytes::from(buf.unwrap_or_default());
             if buf.len() as u64 != want {
                 return Err(Error::new(
@@ -309,7 +311,7 @@ impl Remote {
             }
             for b in run.clone() {
                 let s = ((b - run.start) * bs) as usize;
-                let e = (s as u64 + bs).min(want) as usize;
+                let e = (s as u64).saturating_add(bs).min(want) as usize;
                 out.insert(b, buf.slice(s..e));
             }
         }
