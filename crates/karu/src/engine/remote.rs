@@ -409,7 +409,13 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
             ))
         })
     };
-    done.extend(complete(&locator, parts, result.map(|f| f.end)));
+    // Every read of the transfer came from the answer that gave its last bytes.
+    let etag = result.as_ref().ok().and_then(|f| f.etag.clone());
+    let completions = complete(&locator, parts, result.map(|f| f.end));
+    done.extend(completions.into_iter().map(|c| Completion {
+        etag: etag.clone(),
+        ..c
+    }));
     Counters::add(&batch.counters.transfers_finished, 1);
     busy.finish(done);
 }
