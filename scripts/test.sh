@@ -40,4 +40,4 @@ start_server gcs KARU_TEST_GCS_URL
 
 cargo test --workspace "$@"
 # The Parquet reader of the object_store adapter sits behind its feature.
-cargo test -p karu-io-object-store --features parquet "$@"
+cargo test -p karu-io-object-store --features parquet --test parquet "$@"
