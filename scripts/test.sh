@@ -54,9 +54,9 @@ if [ -z "${KARU_TEST_H5_DIR:-}" ]; then
 fi
 
 # Feature hdf5 builds karu::h5 and its tests (the CLI enables it anyway).
-cargo test --workspace --features karu/hdf5 "$@"
+cargo test --workspace --features karu-io/hdf5 "$@"
 # The Parquet reader of the object_store adapter sits behind its feature.
-cargo test -p karu-io-object-store --features parquet "$@"
+cargo test -p karu-io-object-store --features parquet --test parquet "$@"
 
 # ---- The Python package (crates/karu-python) ----------------------------------------------
 # Its tests run in the cached venv of scripts/pyenv.sh, against the servers started above and

@@ -10,7 +10,7 @@
 //! cargo run --release -p karu-bench -- --help       # every option
 //! ```
 //!
-//! The parent process owns the servers (the test kit's [`RangeServer`], nginx from
+//! The parent process owns the servers (the test kit's `RangeServer`, nginx from
 //! `scripts/nginx.sh`) and the [`LatencyProxy`]s, and counts requests, bytes and connections on
 //! the server side. Every reader runs in a fresh child process (this binary with `--child`), so
 //! its CPU time (getrusage delta around the reads) and its peak RSS (`VmHWM`) are its own

@@ -34,8 +34,12 @@ use object_store::{
 };
 
 mod error;
+#[cfg(feature = "parquet")]
+mod parquet;
 
 pub use error::to_object_store;
+#[cfg(feature = "parquet")]
+pub use parquet::{DEFAULT_METADATA_SIZE_HINT, KaruParquetReader};
 
 /// The name this store gives in errors (`Generic { store, .. }`, `NotImplemented`).
 const STORE: &str = "KaruStore";

@@ -2,58 +2,19 @@
 //! karu, writes through an inner `AmazonS3`) over s3s-fs, and a read-side suite of every
 //! `GetOptions` field over nginx and s3s-fs, every byte checked.
 
-#[path = "../../karu/tests/common/mod.rs"]
-mod common;
+mod support;
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use karu_object_store::KaruStore;
 use karu_testkit::content;
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
 use object_store::prefix::PrefixStore;
-use object_store::{
-    ClientOptions, Error, GetOptions, GetRange, ObjectStore, ObjectStoreExt, integration,
-};
+use object_store::{Error, GetOptions, GetRange, ObjectStore, ObjectStoreExt, integration};
+use support::{common, s3s};
 
 const LARGE: u64 = 16_777_219;
-
-/// s3s-fs: the karu client, the inner store below `prefix`, and the store over both.
-pub struct S3s {
-    pub client: karu::Client,
-    pub s3: Arc<dyn ObjectStore>,
-    pub bucket: String,
-}
-
-pub fn s3s() -> Option<S3s> {
-    let started = common::started("KARU_TEST_S3S_URL", "s3")?;
-    let key = started.require("KARU_TEST_S3S_ACCESS_KEY_ID");
-    let secret = started.require("KARU_TEST_S3S_SECRET_ACCESS_KEY");
-    let bucket = started.require("KARU_TEST_S3_BUCKET");
-    let client = common::client(&[
-        ("AWS_S3_ENDPOINT", &started.url),
-        ("AWS_VIRTUAL_HOSTING", "NO"),
-        ("AWS_REGION", "us-east-1"),
-        ("AWS_ACCESS_KEY_ID", &key),
-        ("AWS_SECRET_ACCESS_KEY", &secret),
-    ]);
-    let s3 = AmazonS3Builder::new()
-        .with_endpoint(&started.url)
-        .with_bucket_name(&bucket)
-        .with_region("us-east-1")
-        .with_access_key_id(key)
-        .with_secret_access_key(secret)
-        .with_virtual_hosted_style_request(false)
-        .with_client_options(ClientOptions::new().with_allow_http(true))
-        .build()
-        .unwrap();
-    Some(S3s {
-        client,
-        s3: Arc::new(s3),
-        bucket,
-    })
-}
 
 /// A prefix of its own, so that the suites' deletes touch nothing else in the bucket.
 fn scratch(test: &str) -> String {

@@ -1,6 +1,6 @@
 //! Local reads from a page-cached file: karu against plain `pread` in the same run.
 //!
-//! `cargo bench -p karu --bench local`. Reports wall time per workload for both readers and
+//! `cargo bench -p karu-io --bench local`. Reports wall time per workload for both readers and
 //! the ratio karu ÷ pread (target: within 1.10).
 
 use std::fs::File;

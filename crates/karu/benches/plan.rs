@@ -1,7 +1,7 @@
 //! Planner benchmark (spec §8): transfer count, byte amplification and planning time of the
 //! planner alone, no I/O. Prints CSV.
 //!
-//! `cargo bench -p karu --bench plan [-- ITERATIONS]`. `plan_us` is the mean time per plan
+//! `cargo bench -p karu-io --bench plan [-- ITERATIONS]`. `plan_us` is the mean time per plan
 //! (not counting freeing it) over ITERATIONS plans (default 200) for 1,000 reads, or one
 //! plan for 1,000,000 reads, taking the fastest of several such rounds: on a shared machine
 //! the other rounds measure the neighbours.

@@ -5,7 +5,7 @@
 //! ```text
 //! bash scripts/nginx.sh start /tmp/nginx.env        # optional: read from nginx;
 //! . /tmp/nginx.env                                   # KARU_NGINX_FILES="big.bin:1073741824"
-//! cargo bench -p karu --bench remote [-- --reps N]   # gives it a 1 GiB file
+//! cargo bench -p karu-io --bench remote [-- --reps N]   # gives it a 1 GiB file
 //! ```
 //!
 //! The reads through the latency proxy that this bench once ran (random 4 KiB and sparse

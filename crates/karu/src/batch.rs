@@ -46,6 +46,10 @@ pub struct Completion {
     /// The owned destination (`None` for borrowed or raw destinations, and for reads that
     /// failed before any buffer was allocated).
     pub buffer: Option<Vec<u8>>,
+    /// The strong ETag of the answer the bytes came from (remote reads; `None` for local
+    /// files and for answers with a weak or no ETag): reads whose tags agree come from one
+    /// version.
+    pub etag: Option<String>,
 }
 
 impl Completion {

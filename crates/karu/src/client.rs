@@ -204,6 +204,7 @@ impl Client {
                     result: Err(error),
                     got: 0,
                     buffer: read.dest.into_vec(),
+                    etag: None,
                 }
             })
             .collect();
@@ -359,19 +360,24 @@ impl Client {
     }
 
     /// The bytes of each range, in the order given, read as one batch (coalesced by the
-    /// planner) and from one version of the object: when the reads need more than one
-    /// transfer of a remote object, one `stat` first learns its strong ETag and every
-    /// transfer is pinned to it with `If-Match` (a replaced object fails with
-    /// `Precondition`). The first failure fails the call.
+    /// planner) from one version of the object: the transfers run at once, unpinned, and
+    /// every answer must carry the same strong ETag. When two answers show two versions
+    /// (the object was replaced meanwhile), the ranges are read again, pinned with
+    /// `If-Match` to the version a `stat` then sees; an object without a strong ETag cannot
+    /// be pinned and fails with `Precondition`. The first failure fails the call.
     pub fn get_ranges(&self, locator: &Locator, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        let mut reads = range_reads(locator, ranges)?;
-        if self.needs_pin(&reads)
-            && let Some(etag) = self.stat(locator)?.etag
-        {
-            reads = pin(reads, &etag);
+        let batch = self.submit(range_reads(locator, ranges)?)?;
+        let mut got = Ranged::new(ranges.len());
+        for done in &batch {
+            got.add(done);
         }
-        let batch = self.submit(reads)?;
-        drain(&batch, ranges.len())
+        match got.finish() {
+            Err(Mixed) => {
+                let reads = pin(locator, range_reads(locator, ranges)?, self.stat(locator)?)?;
+                drain(&self.submit(reads)?, ranges.len())
+            }
+            Ok(out) => out,
+        }
     }
 
     /// The async twin of [`get_ranges`](Client::get_ranges).
@@ -380,12 +386,18 @@ impl Client {
         locator: &Locator,
         ranges: &[Range<u64>],
     ) -> Result<Vec<Bytes>> {
-        let mut reads = range_reads(locator, ranges)?;
-        if self.needs_pin(&reads)
-            && let Some(etag) = self.stat_async(locator).await?.etag
-        {
-            reads = pin(reads, &etag);
+        let batch = self.submit(range_reads(locator, ranges)?)?;
+        let mut got = Ranged::new(ranges.len());
+        while let Some(done) = batch.next_async().await {
+            got.add(done);
         }
+        let reads = match got.finish() {
+            Ok(out) => return out,
+            Err(Mixed) => {
+                let info = self.stat_async(locator).await?;
+                pin(locator, range_reads(locator, ranges)?, info)?
+            }
+        };
         let batch = self.submit(reads)?;
         let mut out = vec![Bytes::new(); ranges.len()];
         let mut first_error = None;
@@ -393,27 +405,6 @@ impl Client {
             collect(done, &mut out, &mut first_error);
         }
         first_error.map_or(Ok(out), Err)
-    }
-
-    /// True when `reads` of a remote object would take more than one transfer: only then can
-    /// two of their answers come from two versions.
-    fn needs_pin(&self, reads: &[Read]) -> bool {
-        let Some(first) = reads.first() else {
-            return false;
-        };
-        if !first.locator.is_remote() {
-            return false;
-        }
-        let requests: Vec<plan::Request<'_>> = reads
-            .iter()
-            .map(|r| plan::Request {
-                locator: &r.locator,
-                offset: r.offset,
-                length: r.length,
-                if_match: None,
-            })
-            .collect();
-        plan::plan(&requests, &self.inner.policy).transfers.len() > 1
     }
 
     /// The visible size of an object: a bounded window's length with no I/O; otherwise the
@@ -654,9 +645,61 @@ fn range_reads(locator: &Locator, ranges: &[Range<u64>]) -> Result<Vec<Read>> {
     Ok(reads)
 }
 
-/// The reads pinned to the version `etag` names.
-fn pin(reads: Vec<Read>, etag: &str) -> Vec<Read> {
-    reads.into_iter().map(|r| r.if_match(etag)).collect()
+/// The reads pinned to the version `info` names; `Precondition` when it has no strong ETag
+/// (a replaced object without one cannot be read from one version).
+fn pin(locator: &Locator, reads: Vec<Read>, info: ObjectInfo) -> Result<Vec<Read>> {
+    let Some(etag) = info.etag else {
+        return Err(Error::new(
+            Status::Precondition,
+            format!(
+                "{}: the object changed during the read and has no strong ETag to pin it",
+                locator.display()
+            ),
+        ));
+    };
+    Ok(reads.into_iter().map(|r| r.if_match(&etag)).collect())
+}
+
+/// Two answers of one `get_ranges` showed two versions of the object.
+struct Mixed;
+
+/// The completions of a `get_ranges` batch, in input order, and whether their answers
+/// agree on one version.
+struct Ranged {
+    out: Vec<Bytes>,
+    first_error: Option<Error>,
+    etag: Option<String>,
+    mixed: bool,
+}
+
+impl Ranged {
+    fn new(n: usize) -> Ranged {
+        Ranged {
+            out: vec![Bytes::new(); n],
+            first_error: None,
+            etag: None,
+            mixed: false,
+        }
+    }
+
+    fn add(&mut self, mut done: Completion) {
+        if let Some(tag) = done.etag.take() {
+            match &self.etag {
+                Some(seen) => self.mixed |= *seen != tag,
+                None => self.etag = Some(tag),
+            }
+        }
+        collect(done, &mut self.out, &mut self.first_error);
+    }
+
+    /// The bytes or the first failure; `Mixed` when the answers showed two versions.
+    fn finish(self) -> std::result::Result<Result<Vec<Bytes>>, Mixed> {
+        match (self.first_error, self.mixed) {
+            (Some(e), _) => Ok(Err(e)),
+            (None, true) => Err(Mixed),
+            (None, false) => Ok(Ok(self.out)),
+        }
+    }
 }
 
 /// Drains a batch whose tags are input positions.

@@ -303,8 +303,10 @@ impl Config {
     }
 
     /// Sets (or with `None` removes) an option for every path under `prefix`. The prefix is
-    /// canonicalized ([`canonical_prefix`]) and matches at segment boundaries
-    /// ([`prefix_matches`]). A rule left with no option is dropped.
+    /// canonicalized (`s3://` becomes `/vsis3/`, `gs://` `/vsigs/`, `az://` `/vsiaz/`,
+    /// `abfs://` `/vsiadls/`, `hf://` `/vsihf/`, `source://` `/vsisource/`) and matches at
+    /// segment boundaries (`/vsis3/a/b` covers `/vsis3/a/b/c`, not `/vsis3/a/bc`). A rule
+    /// left with no option is dropped.
     ///
     /// Errors (`Config`), in this order: "path-specific option has an empty prefix", the
     /// name errors of [`Config::set`], and `"<NAME> is client-wide and cannot be

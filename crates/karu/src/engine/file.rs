@@ -130,6 +130,7 @@ fn run(job: Job, files: &mut OpenFiles) {
                     result: Err(error.clone()),
                     got: 0,
                     buffer: None,
+                    etag: None,
                 }));
             }
         }

@@ -45,6 +45,7 @@ impl PartRead {
             result,
             got,
             buffer: self.dest.into_vec(),
+            etag: None,
         }
     }
 }

@@ -441,12 +441,17 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
         })
     };
     let fetched = result.map(|f| (f.end, (f.etag, f.last_modified)));
-    done.extend(
-        slices
-            .into_iter()
-            .filter_map(|p| p.finish(&locator, &fetched)),
-    );
-    done.extend(complete(&locator, parts, fetched.map(|(end, _)| end)));
+    // Every read of the transfer came from the answer that gave its last bytes (a split
+    // read's pieces all came from one version, or the read failed).
+    let etag = fetched.as_ref().ok().and_then(|(_, (etag, _))| etag.clone());
+    let split = slices
+        .into_iter()
+        .filter_map(|p| p.finish(&locator, &fetched));
+    let whole = complete(&locator, parts, fetched.map(|(end, _)| end));
+    done.extend(split.chain(whole).map(|c| Completion {
+        etag: etag.clone(),
+        ..c
+    }));
     Counters::add(&batch.counters.transfers_finished, 1);
     busy.finish(done);
 }
