@@ -61,6 +61,7 @@ fn style(reader: Reader) -> (RGBColor, u32) {
     match reader {
         Reader::KaruDefault => (RGBColor(214, 39, 40), 6),
         Reader::KaruGap0 => (RGBColor(255, 152, 150), 4),
+        Reader::KaruGuards => (RGBColor(255, 127, 14), 4),
         Reader::OsRanges => (RGBColor(31, 119, 180), 4),
         Reader::OsRange => (RGBColor(174, 199, 232), 4),
         Reader::Naive => (RGBColor(127, 127, 127), 3),

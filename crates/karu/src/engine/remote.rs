@@ -444,11 +444,12 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
     // Every read of the transfer came from the answer that gave its last bytes (a split
     // read's pieces all came from one version, or the read failed).
     let etag = fetched.as_ref().ok().and_then(|(_, (etag, _))| etag.clone());
-    let split = slices
+    let split: Vec<Completion> = slices
         .into_iter()
-        .filter_map(|p| p.finish(&locator, &fetched));
+        .filter_map(|p| p.finish(&locator, &fetched))
+        .collect();
     let whole = complete(&locator, parts, fetched.map(|(end, _)| end));
-    done.extend(split.chain(whole).map(|c| Completion {
+    done.extend(split.into_iter().chain(whole).map(|c| Completion {
         etag: etag.clone(),
         ..c
     }));

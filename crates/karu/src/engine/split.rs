@@ -210,6 +210,7 @@ impl SplitRead {
             result,
             got,
             buffer: dest.into_vec(),
+            etag: None,
         })
     }
 }
