@@ -299,7 +299,11 @@ pub fn run(reader: Reader, w: &Workload, target: &Target, budget: Duration) -> M
         }
         (_, Reader::KaruDefault) => karu(w, target, target.karu_client(None)),
         (_, Reader::KaruGap0) => karu(w, target, target.karu_client(Some(0))),
-        (_, Reader::KaruGuards) => karu(w, target, target.karu_client_with(None, None, Some("guards"))),
+        (_, Reader::KaruGuards) => karu(
+            w,
+            target,
+            target.karu_client_with(None, None, Some("guards")),
+        ),
         (_, Reader::OsRanges | Reader::OsRange) => object_store(w, target, reader),
         (_, Reader::Naive) => naive(w, target, budget),
     };

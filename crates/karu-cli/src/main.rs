@@ -570,10 +570,18 @@ fn plan_command(
             if_match: None,
         })
         .collect();
-    let guards_mode = client
-        .settings()
-        .option("KARU_COALESCE_MODE", "")
-        .is_some_and(|m| m.eq_ignore_ascii_case("guards"));
+    // The reads' default (guards) unless the cost mode is chosen, or a link is described
+    // without choosing guards.
+    let mode = client.settings().option("KARU_COALESCE_MODE", "");
+    let link_given = link.rtt.is_some()
+        || link.bandwidth.is_some()
+        || link.per_connection.is_some()
+        || link.concurrency.is_some()
+        || link.per_request.is_some();
+    let guards_mode = match mode {
+        Some(m) => m.eq_ignore_ascii_case("guards"),
+        None => !link_given,
+    };
     let (model, priors) = plan_link(client, link);
     let guards = plan::plan(&requests, &policy);
     let planned = if guards_mode {
@@ -585,14 +593,7 @@ fn plan_command(
     let w = |out: &mut io::StdoutLock<'_>, s: String| writeln!(out, "{s}").map_err(io_err);
     w(
         &mut out,
-        format!(
-            "mode: {}",
-            if guards_mode {
-                "guards (KARU_COALESCE_MODE=guards)"
-            } else {
-                "cost"
-            }
-        ),
+        format!("mode: {}", if guards_mode { "guards" } else { "cost" }),
     )?;
     w(
         &mut out,

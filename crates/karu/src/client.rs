@@ -24,9 +24,10 @@ use crate::validate::condition::Condition;
 /// How the planner merges (`KARU_COALESCE_MODE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
-    /// The plan of smallest predicted time on the measured link (the default).
+    /// The plan of smallest predicted time on the measured link.
     Cost,
-    /// The guards alone (the spec's planner).
+    /// The guards alone (the spec's planner; the default until the cost model wins every
+    /// benchmark cell, see BENCHMARKS.md).
     Guards,
 }
 
@@ -71,8 +72,8 @@ impl Client {
             amplification: settings.coalesce_amplification(),
         };
         let mode = match settings.option("KARU_COALESCE_MODE", "") {
-            Some(v) if v.eq_ignore_ascii_case("guards") => Mode::Guards,
-            _ => Mode::Cost,
+            Some(v) if v.eq_ignore_ascii_case("cost") => Mode::Cost,
+            _ => Mode::Guards,
         };
         Ok(Client {
             inner: Arc::new(Inner {

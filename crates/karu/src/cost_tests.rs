@@ -12,7 +12,9 @@ use crate::plan::{self, CostModel, Policy};
 use crate::{Client, Completion, Config, Locator, Read, Status};
 
 fn client() -> Client {
-    Client::new(&Config::empty()).unwrap()
+    let mut config = Config::empty();
+    config.set("KARU_COALESCE_MODE", Some("cost")).unwrap();
+    Client::new(&config).unwrap()
 }
 
 /// A slow link with a long round trip: large reads are cut into many pieces.

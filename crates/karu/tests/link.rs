@@ -101,7 +101,11 @@ fn a_cold_batch_is_replanned_from_its_first_wave() {
     let l = Locator::parse(&proxy.url("/ok/cold?size=1073741824")).unwrap();
     // Unmerged reads: the test kit server makes a body before it sends it, so the first byte
     // of a large merged span comes late.
-    let c = client(&[("KARU_CONCURRENCY", "8"), ("KARU_COALESCE_GAP", "0")]);
+    let c = client(&[
+        ("KARU_CONCURRENCY", "8"),
+        ("KARU_COALESCE_GAP", "0"),
+        ("KARU_COALESCE_MODE", "cost"),
+    ]);
     let stats = batch(&c, &l, "cold", 400, 64 << 10);
     // The plan of the reads held back assumed the measured round trip, not the prior.
     let assumed = stats.assumed.expect("a cost plan");

@@ -443,7 +443,10 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
     let fetched = result.map(|f| (f.end, (f.etag, f.last_modified)));
     // Every read of the transfer came from the answer that gave its last bytes (a split
     // read's pieces all came from one version, or the read failed).
-    let etag = fetched.as_ref().ok().and_then(|(_, (etag, _))| etag.clone());
+    let etag = fetched
+        .as_ref()
+        .ok()
+        .and_then(|(_, (etag, _))| etag.clone());
     let split: Vec<Completion> = slices
         .into_iter()
         .filter_map(|p| p.finish(&locator, &fetched))
