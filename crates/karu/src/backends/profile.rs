@@ -17,11 +17,14 @@ use crate::locator::{Backend, Locator};
 /// client with more path rule combinations than this in use only re-reads its options).
 const MAX_SCOPES: usize = 1024;
 
+/// A profile's key: the backend and the path rules that apply (by position).
+type Key = (Backend, Vec<usize>);
+
 /// One loop's profiles, by backend and the path rules that apply, and its derived signing
 /// keys.
 #[derive(Debug, Default)]
 pub(crate) struct Profiles {
-    cache: RefCell<HashMap<(Backend, Vec<usize>), Rc<Profile>>>,
+    cache: RefCell<HashMap<Key, Rc<Profile>>>,
     /// SigV4 keys (S3, Source).
     pub(super) keys: SigningKeys,
 }
