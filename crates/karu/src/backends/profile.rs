@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use super::azure::connection_string::ConnectionString;
 use super::endpoint::Endpoint;
-use super::sigv4::SigningKeys;
+use super::sigv4::Signers;
 use crate::config::Settings;
 use crate::locator::{Backend, Locator};
 
@@ -20,13 +20,13 @@ const MAX_SCOPES: usize = 1024;
 /// A profile's key: the backend and the path rules that apply (by position).
 type Key = (Backend, Vec<usize>);
 
-/// One loop's profiles, by backend and the path rules that apply, and its derived signing
-/// keys.
+/// One loop's profiles, by backend and the path rules that apply, and its SigV4 signer
+/// credentials.
 #[derive(Debug, Default)]
 pub(crate) struct Profiles {
     cache: RefCell<HashMap<Key, Rc<Profile>>>,
-    /// SigV4 keys (S3, Source).
-    pub(super) keys: SigningKeys,
+    /// SigV4 signer credentials (S3, Source).
+    pub(super) signers: Signers,
 }
 
 impl Profiles {
