@@ -8,7 +8,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, RANGE};
 
 use super::endpoint::Endpoint;
 use super::profile::Checked;
-use super::sigv4::SigningKeys;
+use super::sigv4::Signers;
 use super::{ByteRange, Prepared, Signing};
 use crate::config::{Settings, check_managed_headers};
 use crate::error::{Error, Result, Status};
@@ -29,8 +29,8 @@ pub(super) struct Attempt<'a> {
     pub(super) pin: Option<&'a Condition>,
     /// What the attempt signs with.
     pub(super) signing: Signing<'a>,
-    /// The loop's derived SigV4 keys.
-    pub(super) keys: &'a SigningKeys,
+    /// The loop's SigV4 signer credentials.
+    pub(super) signers: &'a Signers,
 }
 
 impl<'a> Attempt<'a> {

@@ -3,6 +3,7 @@
 //! resolve endpoint redirects to a CDN; the transport drops `Authorization` when a redirect
 //! leaves the origin.
 
+use std::borrow::Cow;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
@@ -29,10 +30,10 @@ pub(super) fn prepare(a: &Attempt, options: &profile::HuggingFace) -> Result<Pre
 /// The token of the first source that has one: `HF_TOKEN` (or its alias), the file at
 /// `HF_TOKEN_PATH`, `<HF_HOME>/token`, then with discovery only the default token cache.
 /// `None` means anonymous.
-fn token(a: &Attempt, options: &profile::HuggingFace) -> Result<Option<String>> {
+fn token<'p>(a: &Attempt, options: &'p profile::HuggingFace) -> Result<Option<Cow<'p, str>>> {
     let settings = a.settings;
     if let Some(t) = &options.token {
-        return Ok(Some(t.clone()));
+        return Ok(Some(Cow::Borrowed(t)));
     }
     let mut files: Vec<PathBuf> = Vec::new();
     if let Some(file) = &options.token_path {
@@ -48,7 +49,7 @@ fn token(a: &Attempt, options: &profile::HuggingFace) -> Result<Option<String>> 
     }
     for file in files {
         if let Some(t) = read_token(a.locator, &file)? {
-            return Ok(Some(t));
+            return Ok(Some(Cow::Owned(t)));
         }
     }
     Ok(None)

@@ -96,7 +96,7 @@ pub(crate) fn prepare(
         range,
         pin,
         signing,
-        keys: &profiles.keys,
+        signers: &profiles.signers,
     };
     match (&*profiles.get(settings, locator), locator.backend()) {
         // Local files go to the file workers, never through a request.

@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use super::azure::connection_string::ConnectionString;
 use super::endpoint::Endpoint;
-use super::sigv4::SigningKeys;
+use super::sigv4::Signers;
 use crate::config::Settings;
 use crate::locator::{Backend, Locator};
 
@@ -17,13 +17,16 @@ use crate::locator::{Backend, Locator};
 /// client with more path rule combinations than this in use only re-reads its options).
 const MAX_SCOPES: usize = 1024;
 
-/// One loop's profiles, by backend and the path rules that apply, and its derived signing
-/// keys.
+/// A profile's key: the backend and the path rules that apply (by position).
+type Key = (Backend, Vec<usize>);
+
+/// One loop's profiles, by backend and the path rules that apply, and its SigV4 signer
+/// credentials.
 #[derive(Debug, Default)]
 pub(crate) struct Profiles {
-    cache: RefCell<HashMap<(Backend, Vec<usize>), Rc<Profile>>>,
-    /// SigV4 keys (S3, Source).
-    pub(super) keys: SigningKeys,
+    cache: RefCell<HashMap<Key, Rc<Profile>>>,
+    /// SigV4 signer credentials (S3, Source).
+    pub(super) signers: Signers,
 }
 
 impl Profiles {
@@ -186,5 +189,89 @@ impl Profile {
                 home: option("HF_HOME"),
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use super::super::{ByteRange, Signing, prepare};
+    use super::*;
+    use crate::config::Config;
+    use crate::credentials::Auth;
+    use crate::error::Status;
+
+    /// One loop's profiles serve every path: paths under the same rules share one profile,
+    /// and a rule's options reach only its paths, however the reads interleave.
+    #[test]
+    fn profiles_are_shared_per_path_rules_and_keep_rules_apart() {
+        let mut config = Config::empty();
+        config
+            .set("AWS_S3_ENDPOINT", Some("http://127.0.0.1:9000"))
+            .unwrap();
+        config.set("AWS_REGION", Some("eu-west-1")).unwrap();
+        config
+            .set_path(
+                "s3://team/private",
+                "AWS_S3_ENDPOINT",
+                Some("http://127.0.0.1:9001/root"),
+            )
+            .unwrap();
+        config
+            .set_path("s3://bad", "AWS_S3_ENDPOINT", Some("http://h/?secret=1"))
+            .unwrap();
+        let settings = config.freeze().unwrap();
+        let profiles = Profiles::default();
+        let url = |uri: &str| {
+            let locator = Locator::parse(uri).unwrap();
+            let signing = Signing {
+                auth: &Auth::Anonymous,
+                region: None,
+                now: SystemTime::now(),
+            };
+            let range = ByteRange::Span { first: 0, last: 9 };
+            prepare(&settings, &profiles, &locator, range, None, signing)
+                .map(|p| p.request.uri.to_string())
+        };
+        for _ in 0..2 {
+            assert_eq!(
+                url("s3://team/public/a").unwrap(),
+                "http://127.0.0.1:9000/team/public/a"
+            );
+            assert_eq!(
+                url("s3://team/private/a").unwrap(),
+                "http://127.0.0.1:9001/root/team/private/a"
+            );
+            assert_eq!(
+                url("s3://other/b").unwrap(),
+                "http://127.0.0.1:9000/other/b"
+            );
+            // A bad endpoint fails each read with its own path, never the value.
+            for uri in ["s3://bad/k1", "s3://bad/k2"] {
+                let e = url(uri).unwrap_err();
+                assert_eq!(e.status(), Status::Config);
+                let path = Locator::parse(uri).unwrap().identity().to_owned();
+                assert_eq!(
+                    e.message(),
+                    format!("{path}: AWS_S3_ENDPOINT cannot contain a query")
+                );
+            }
+        }
+        let profile = |uri: &str| profiles.get(&settings, &Locator::parse(uri).unwrap());
+        assert!(Rc::ptr_eq(
+            &profile("s3://team/public/a"),
+            &profile("s3://other/b")
+        ));
+        assert!(!Rc::ptr_eq(
+            &profile("s3://team/public/a"),
+            &profile("s3://team/private/a")
+        ));
+        // Paths under no rule share one profile; each rule has its own.
+        assert_eq!(profiles.cache.borrow().len(), 3);
+        let Profile::S3(s3) = &*profile("s3://other/b") else {
+            panic!("an S3 profile")
+        };
+        assert_eq!(s3.region.as_deref(), Some("eu-west-1"));
     }
 }

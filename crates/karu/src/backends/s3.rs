@@ -67,7 +67,7 @@ pub(super) fn prepare(a: &Attempt, options: &profile::S3) -> Result<Prepared> {
                 &uri,
                 &mut headers,
                 resolved,
-                a.keys,
+                a.signers,
                 region,
                 a.signing.now,
             )?;

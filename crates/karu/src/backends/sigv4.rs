@@ -1,31 +1,33 @@
 //! AWS Signature Version 4 with `UNSIGNED-PAYLOAD`, as S3 and Source Cooperative use it
-//! (spec §5.8), computed from borrowed credentials (no secret is copied per request) over
-//! the request's parsed URL and header map.
+//! (spec §5.8), signed by the `aws-sigv4` crate over the request's parsed URL and header map.
 //!
 //! The request's own headers (`Range`, `If-Match`, `x-amz-request-payer`) go in; the signer
 //! adds `host` (the URL authority without a default port), `x-amz-content-sha256`,
-//! `x-amz-date` and `x-amz-security-token` to the signed set and adds those plus
+//! `x-amz-date` and `x-amz-security-token` to the signed set and karu adds those plus
 //! `Authorization` to the headers to send. Host is not sent from here: the transport writes it
-//! from the URL. The canonical URI is the path as sent (keys are percent-encoded once and
-//! never normalised: `a//b` and `..` are part of the key).
+//! from the URL. Keys are percent-encoded once and never normalised: `a//b` and `..` are part
+//! of the key.
+//!
+//! No secret is copied per request: each loop keeps one `aws_credential_types::Credentials`
+//! per resolved credential set (reference-counted inside, so a request clones a pointer).
 
 use std::cell::RefCell;
-use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
-use aws_lc_rs::{digest, hmac};
+use aws_sigv4::http_request::{
+    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
+    UriPathNormalizationMode, sign,
+};
+use aws_sigv4::sign::v4;
 use http::Uri;
-use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::credentials::Resolved;
 use crate::error::{Error, Result, Status};
 
 /// The service name in the credential scope.
 const SERVICE: &str = "s3";
-
-/// The payload hash of a request whose body is not signed.
-const UNSIGNED_PAYLOAD: &str = "UNSIGNED-PAYLOAD";
 
 /// The signing region when nothing names one.
 pub(super) const DEFAULT_REGION: &str = "us-east-1";
@@ -38,66 +40,55 @@ pub(super) fn valid_region(region: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
-/// Signing keys derived on one IO loop. A key depends only on the secret, the day and the
-/// region, so one derivation (four HMACs) serves a day of requests.
+/// The signer's credentials built on one IO loop, one per resolved credential set, so
+/// requests share them instead of copying the secrets.
 #[derive(Debug, Default)]
-pub(crate) struct SigningKeys(RefCell<Vec<Derived>>);
+pub(crate) struct Signers(RefCell<Vec<Signer>>);
 
-/// One derived key, for the credentials it came from (held, so the pointer stays theirs).
-struct Derived {
+/// The signer's credentials for one resolved set (held, so the pointer stays theirs).
+struct Signer {
     from: Arc<Resolved>,
-    date: String,
-    region: String,
-    key: hmac::Key,
+    credentials: aws_credential_types::Credentials,
 }
 
-impl std::fmt::Debug for Derived {
+impl std::fmt::Debug for Signer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Derived(<redacted>)")
+        f.write_str("Signer(<redacted>)")
     }
 }
 
-/// Keys kept per loop (a few credentials and regions in use at once).
-const MAX_KEYS: usize = 16;
+/// Credential sets kept per loop (a few are in use at once; an evicted one is rebuilt).
+const MAX_SIGNERS: usize = 16;
 
-impl SigningKeys {
-    /// The key for `from`'s secret on `date` (`YYYYMMDD`) in `region`.
-    fn key(&self, from: &Arc<Resolved>, date: &str, region: &str) -> hmac::Key {
-        let mut keys = self.0.borrow_mut();
-        if let Some(d) = keys
-            .iter()
-            .find(|d| Arc::ptr_eq(&d.from, from) && d.date == date && d.region == region)
-        {
-            return d.key.clone();
+impl Signers {
+    /// The signer's credentials for `from`, built the first time this loop signs with them.
+    fn credentials(&self, from: &Arc<Resolved>) -> aws_credential_types::Credentials {
+        let mut signers = self.0.borrow_mut();
+        if let Some(s) = signers.iter().find(|s| Arc::ptr_eq(&s.from, from)) {
+            return s.credentials.clone();
         }
-        // Derived from the secret through the scope, without copying the credentials.
-        let mut key = hmac_sha256(
-            &[
-                b"AWS4".as_slice(),
-                from.credentials.secret_access_key.as_bytes(),
-            ],
-            date.as_bytes(),
+        let c = &from.credentials;
+        let credentials = aws_credential_types::Credentials::new(
+            c.access_key_id.as_str(),
+            c.secret_access_key.as_str(),
+            Some(c.session_token.clone()).filter(|t| !t.is_empty()),
+            None,
+            "karu",
         );
-        for part in [region, SERVICE, "aws4_request"] {
-            key = hmac_sha256(&[key.as_ref()], part.as_bytes());
+        if signers.len() >= MAX_SIGNERS {
+            signers.remove(0);
         }
-        let key = hmac::Key::new(hmac::HMAC_SHA256, key.as_ref());
-        if keys.len() >= MAX_KEYS {
-            keys.remove(0);
-        }
-        keys.push(Derived {
+        signers.push(Signer {
             from: Arc::clone(from),
-            date: date.to_owned(),
-            region: region.to_owned(),
-            key: key.clone(),
+            credentials: credentials.clone(),
         });
-        key
+        credentials
     }
 }
 
 /// Signs a GET of `uri` carrying `headers` with `resolved`'s credentials for `region` at
 /// `now`, and adds the headers the signature needs (`x-amz-*` and `Authorization`) to
-/// `headers`; `keys` keeps the derived signing keys.
+/// `headers`; `signers` keeps the credentials the signer uses.
 ///
 /// `what` names the object in error messages, which never include a secret.
 pub(super) fn sign_get(
@@ -105,198 +96,61 @@ pub(super) fn sign_get(
     uri: &Uri,
     headers: &mut HeaderMap,
     resolved: &Arc<Resolved>,
-    keys: &SigningKeys,
+    signers: &Signers,
     region: &str,
     now: SystemTime,
 ) -> Result<()> {
-    let credentials = &resolved.credentials;
-    let failed = |why: &str| {
+    let failed = |e: &dyn std::fmt::Display| {
         Error::new(
             Status::Credentials,
-            format!("{what}: cannot sign the request: {why}"),
+            format!("{what}: cannot sign the request: {e}"),
         )
     };
-    let (date, stamp) = amz_date(now).ok_or_else(|| failed("the clock is before 1970"))?;
-    let value = |v: &str, field: &str| {
-        HeaderValue::from_str(v)
-            .map_err(|_| failed(&format!("the {field} is not a valid header value")))
-    };
-    headers.insert(
-        HeaderName::from_static("x-amz-content-sha256"),
-        HeaderValue::from_static(UNSIGNED_PAYLOAD),
-    );
-    headers.insert(
-        HeaderName::from_static("x-amz-date"),
-        value(&stamp, "date")?,
-    );
-    if !credentials.session_token.is_empty() {
-        headers.insert(
-            HeaderName::from_static("x-amz-security-token"),
-            value(&credentials.session_token, "session token")?,
-        );
+    let identity = signers.credentials(resolved).into();
+    let mut settings = SigningSettings::default();
+    // Keys are already percent-encoded once and must not be normalised.
+    settings.percent_encoding_mode = PercentEncodingMode::Single;
+    settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
+    settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name(SERVICE)
+        .time(now)
+        .settings(settings)
+        .build()
+        .map_err(|e| failed(&e))?
+        .into();
+    let mut pairs = Vec::with_capacity(headers.len());
+    for (name, value) in headers.iter() {
+        let value = value
+            .to_str()
+            .map_err(|_| failed(&format_args!("header {name} is not text")))?;
+        pairs.push((name.as_str(), value));
     }
-    let host = host(uri).ok_or_else(|| failed("the URL has no host"))?;
-
-    // The canonical request: every header sent so far plus host, sorted by name (header map
-    // names are lower case), values trimmed with inner runs of spaces folded.
-    let mut names: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
-    names.push("host");
-    names.sort_unstable();
-    names.dedup();
-    let mut canonical = String::with_capacity(512);
-    canonical.push_str("GET\n");
-    canonical.push_str(uri.path());
-    canonical.push('\n');
-    canonical_query(&mut canonical, uri.query().unwrap_or(""));
-    canonical.push('\n');
-    for name in &names {
-        canonical.push_str(name);
-        canonical.push(':');
-        if *name == "host" {
-            canonical.push_str(&host);
-        } else {
-            let mut first = true;
-            for v in headers.get_all(*name) {
-                if !first {
-                    canonical.push(',');
-                }
-                first = false;
-                let v = v
-                    .to_str()
-                    .map_err(|_| failed(&format!("header {name} is not text")))?;
-                fold_spaces(&mut canonical, v.trim());
-            }
-        }
-        canonical.push('\n');
+    let signable = SignableRequest::new(
+        "GET",
+        uri.to_string(),
+        pairs.into_iter(),
+        SignableBody::UnsignedPayload,
+    )
+    .map_err(|e| failed(&e))?;
+    let (instructions, _signature) = sign(signable, &params)
+        .map_err(|e| failed(&e))?
+        .into_parts();
+    let (added, _params) = instructions.into_parts();
+    for header in added {
+        let value = HeaderValue::from_str(header.value()).map_err(|_| {
+            failed(&format_args!(
+                "the {} is not a valid header value",
+                header.name()
+            ))
+        })?;
+        let name = HeaderName::from_bytes(header.name().as_bytes())
+            .map_err(|_| failed(&format_args!("{} is not a header name", header.name())))?;
+        headers.insert(name, value);
     }
-    canonical.push('\n');
-    let signed = names.join(";");
-    canonical.push_str(&signed);
-    canonical.push('\n');
-    canonical.push_str(UNSIGNED_PAYLOAD);
-
-    let scope = format!("{date}/{region}/{SERVICE}/aws4_request");
-    let mut to_sign = String::with_capacity(160);
-    to_sign.push_str("AWS4-HMAC-SHA256\n");
-    to_sign.push_str(&stamp);
-    to_sign.push('\n');
-    to_sign.push_str(&scope);
-    to_sign.push('\n');
-    hex(
-        &mut to_sign,
-        digest::digest(&digest::SHA256, canonical.as_bytes()).as_ref(),
-    );
-
-    let signature = hmac::sign(&keys.key(resolved, &date, region), to_sign.as_bytes());
-    let mut authorization = String::with_capacity(256);
-    let _ = write!(
-        authorization,
-        "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed}, Signature=",
-        credentials.access_key_id
-    );
-    hex(&mut authorization, signature.as_ref());
-    headers.insert(AUTHORIZATION, value(&authorization, "access key id")?);
     Ok(())
-}
-
-/// HMAC-SHA256 of `data` under the key made of `key_parts` joined.
-fn hmac_sha256(key_parts: &[&[u8]], data: &[u8]) -> hmac::Tag {
-    let key = match key_parts {
-        [one] => hmac::Key::new(hmac::HMAC_SHA256, one),
-        parts => hmac::Key::new(hmac::HMAC_SHA256, &parts.concat()),
-    };
-    hmac::sign(&key, data)
-}
-
-/// The `Host` the signature covers: the URL's host, with its port unless it is the scheme's
-/// default.
-fn host(uri: &Uri) -> Option<String> {
-    let host = uri.host()?;
-    let default = match uri.scheme_str() {
-        Some("http") => Some(80),
-        Some("https") => Some(443),
-        _ => None,
-    };
-    Some(match uri.port_u16() {
-        Some(port) if Some(port) != default => format!("{host}:{port}"),
-        _ => host.to_owned(),
-    })
-}
-
-/// The canonical query string: its `name=value` pairs sorted (they are already encoded).
-fn canonical_query(out: &mut String, query: &str) {
-    if query.is_empty() {
-        return;
-    }
-    let mut pairs: Vec<(&str, &str)> = query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| p.split_once('=').unwrap_or((p, "")))
-        .collect();
-    pairs.sort_unstable();
-    for (i, (name, value)) in pairs.iter().enumerate() {
-        if i > 0 {
-            out.push('&');
-        }
-        out.push_str(name);
-        out.push('=');
-        out.push_str(value);
-    }
-}
-
-/// Appends `value` with every run of spaces folded to one.
-fn fold_spaces(out: &mut String, value: &str) {
-    let mut space = false;
-    for c in value.chars() {
-        if c == ' ' {
-            if !space {
-                out.push(' ');
-            }
-            space = true;
-        } else {
-            out.push(c);
-            space = false;
-        }
-    }
-}
-
-/// Appends the lower-case hex of `bytes`.
-fn hex(out: &mut String, bytes: &[u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 15)] as char);
-    }
-}
-
-/// The scope date (`YYYYMMDD`) and the `x-amz-date` stamp (`YYYYMMDDTHHMMSSZ`) of `now`.
-fn amz_date(now: SystemTime) -> Option<(String, String)> {
-    let secs = now.duration_since(UNIX_EPOCH).ok()?.as_secs();
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(i64::try_from(days).ok()?);
-    let date = format!("{year:04}{month:02}{day:02}");
-    let stamp = format!(
-        "{date}T{:02}{:02}{:02}Z",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60
-    );
-    Some((date, stamp))
-}
-
-/// The proleptic Gregorian date of a count of days since 1970-01-01 (Howard Hinnant's
-/// algorithm).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
@@ -374,7 +228,7 @@ mod tests {
             &uri("https://examplebucket.s3.us-east-1.amazonaws.com/test%20file"),
             &mut headers,
             &resolved(example()),
-            &SigningKeys::default(),
+            &Signers::default(),
             "us-east-1",
             at_1440938160(),
         )
@@ -401,11 +255,11 @@ mod tests {
         assert_eq!(names.len(), 6, "{names:?}");
     }
 
-    /// A kept key signs exactly as a fresh derivation, and a new day, region or credential
-    /// derives its own.
+    /// Credentials kept for a set sign exactly as freshly built ones, and another set gets
+    /// its own.
     #[test]
-    fn kept_signing_keys_sign_like_fresh_ones() {
-        let keys = SigningKeys::default();
+    fn kept_signers_sign_like_fresh_ones() {
+        let signers = Signers::default();
         let (a, b) = (
             resolved(example()),
             resolved(Credentials {
@@ -413,10 +267,10 @@ mod tests {
                 ..example()
             }),
         );
-        let sig = |from: &Arc<Resolved>, keys: &SigningKeys, region: &str, at: SystemTime| {
+        let sig = |from: &Arc<Resolved>, signers: &Signers, region: &str, at: SystemTime| {
             let mut headers = map(&[("range", "bytes=0-0")]);
             let url = uri("http://127.0.0.1:9000/b/k");
-            sign_get("x", &url, &mut headers, from, keys, region, at).unwrap();
+            sign_get("x", &url, &mut headers, from, signers, region, at).unwrap();
             authorization(&headers).2
         };
         let day = at_1440938160();
@@ -427,27 +281,15 @@ mod tests {
             (&a, "eu-west-1", day),
             (&b, "us-east-1", day),
             (&a, "us-east-1", next_day),
-            (&a, "us-east-1", day),
         ] {
-            let fresh = sig(from, &SigningKeys::default(), region, at);
-            assert_eq!(sig(from, &keys, region, at), fresh, "{region} {at:?}");
+            let fresh = sig(from, &Signers::default(), region, at);
+            assert_eq!(sig(from, &signers, region, at), fresh, "{region} {at:?}");
         }
-        assert_eq!(keys.0.borrow().len(), 4);
+        assert_eq!(signers.0.borrow().len(), 2);
         assert_ne!(
-            sig(&a, &keys, "us-east-1", day),
-            sig(&b, &keys, "us-east-1", day)
+            sig(&a, &signers, "us-east-1", day),
+            sig(&b, &signers, "us-east-1", day)
         );
-    }
-
-    #[test]
-    fn dates_are_utc_calendar_days() {
-        let at = |secs: u64| amz_date(UNIX_EPOCH + Duration::from_secs(secs)).unwrap();
-        assert_eq!(at(0), ("19700101".into(), "19700101T000000Z".into()));
-        assert_eq!(at(1_440_938_160).1, "20150830T123600Z");
-        // 2024-02-29 23:59:59 and the next second.
-        assert_eq!(at(1_709_251_199).1, "20240229T235959Z");
-        assert_eq!(at(1_709_251_200).1, "20240301T000000Z");
-        assert_eq!(at(4_102_444_800).1, "21000101T000000Z");
     }
 
     #[test]
@@ -459,7 +301,7 @@ mod tests {
                 &uri(url),
                 &mut headers,
                 &resolved(example()),
-                &SigningKeys::default(),
+                &Signers::default(),
                 "us-east-1",
                 at_1440938160(),
             )
@@ -489,7 +331,7 @@ mod tests {
             &uri("http://127.0.0.1:9000/b/k"),
             &mut headers,
             &resolved(credentials),
-            &SigningKeys::default(),
+            &Signers::default(),
             "eu-west-1",
             at_1440938160(),
         )
@@ -507,14 +349,14 @@ mod tests {
         let authority = base.strip_prefix("http://").expect("http endpoint");
         let mut headers = map(&[("range", "bytes=0-9")]);
         let url = format!("{base}{path}");
-        let keys = SigningKeys::default();
+        let signers = Signers::default();
         let from = resolved(credentials.clone());
         sign_get(
             "x",
             &uri(&url),
             &mut headers,
             &from,
-            &keys,
+            &signers,
             "us-east-1",
             now,
         )
@@ -579,7 +421,7 @@ mod tests {
             &uri("https://b.s3.us-east-1.amazonaws.com/k"),
             &mut headers,
             &resolved(credentials),
-            &SigningKeys::default(),
+            &Signers::default(),
             "us-east-1",
             at_1440938160(),
         )

@@ -61,7 +61,7 @@ pub(super) fn prepare(a: &Attempt, options: &profile::Source) -> Result<Prepared
                 &uri,
                 &mut headers,
                 resolved,
-                a.keys,
+                a.signers,
                 region,
                 a.signing.now,
             )?;

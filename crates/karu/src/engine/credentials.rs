@@ -258,10 +258,15 @@ mod tests {
     #[derive(Default)]
     struct Fake {
         invalidated: AtomicUsize,
+        /// Lookups made.
+        resolved: AtomicUsize,
+        /// Group transfers by bucket (else each looks up alone).
+        scoped: bool,
     }
 
     impl Resolver for Fake {
         fn resolve(&self, l: &Locator, _deadline: Option<Instant>) -> Result<Auth> {
+            self.resolved.fetch_add(1, Ordering::SeqCst);
             if l.key() == "denied" {
                 return Err(Error::new(Status::Credentials, "no credentials"));
             }
@@ -275,8 +280,9 @@ mod tests {
         fn invalidate(&self, _l: &Locator, _rejected: &Arc<Resolved>) {
             self.invalidated.fetch_add(1, Ordering::SeqCst);
         }
-        fn scope(&self, _l: &Locator) -> Option<Scope> {
-            None
+        fn scope(&self, l: &Locator) -> Option<Scope> {
+            let bucket = l.container().len();
+            self.scoped.then(|| (l.backend(), vec![bucket]))
         }
         fn deadline_from(&self, _start: Instant) -> Option<Instant> {
             None
@@ -321,6 +327,52 @@ mod tests {
         };
         let done = b.next().unwrap();
         assert_eq!((done.tag, done.status()), (9, Status::Credentials));
+    }
+
+    fn work_in(bucket: &str, key: &str) -> Work {
+        Work {
+            locator: Locator::parse(&format!("s3://{bucket}/{key}")).unwrap(),
+            ..work(key)
+        }
+    }
+
+    /// A batch's transfers travel in runs: one lookup per run of one scope, one hand-over per
+    /// run, every transfer forwarded once with its credentials.
+    #[test]
+    fn transfers_are_resolved_and_forwarded_per_run_and_scope() {
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let fake = Arc::new(Fake {
+            scoped: true,
+            ..Fake::default()
+        });
+        let stage = CredentialStage::start(
+            1,
+            fake.clone(),
+            Box::new(move |_, run: Vec<Work>| {
+                let keys: Vec<String> = run
+                    .iter()
+                    .map(|w| {
+                        assert!(w.access.started.is_some());
+                        key_of(w.access.auth.as_ref().unwrap())
+                    })
+                    .collect();
+                tx.lock().unwrap().send(keys).unwrap();
+            }),
+        )
+        .unwrap();
+        let batch = Shared::new(RUN + 3, false);
+        // A run of one bucket, then a run that changes bucket twice.
+        let mut work: Vec<Work> = (0..RUN).map(|i| work_in("a", &format!("k{i}"))).collect();
+        work.extend([work_in("bb", "x"), work_in("bb", "y"), work_in("a", "z")]);
+        stage.submit(&batch, work);
+        let wait = std::time::Duration::from_secs(5);
+        let first = rx.recv_timeout(wait).unwrap();
+        let second = rx.recv_timeout(wait).unwrap();
+        assert_eq!(first.len(), RUN);
+        assert!(first.iter().all(|k| k == "for-k0-0"), "{first:?}");
+        assert_eq!(second, ["for-x-0", "for-x-0", "for-z-0"]);
+        assert_eq!(fake.resolved.load(Ordering::SeqCst), 3);
     }
 
     #[test]

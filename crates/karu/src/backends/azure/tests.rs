@@ -373,7 +373,7 @@ fn stage_fields_win_and_empty_ones_fall_back_to_options_then_the_connection_stri
         range: RANGE,
         pin: None,
         signing: at(auth),
-        keys: &profiles.keys,
+        signers: &profiles.signers,
     };
     let profile = profiles.get(&settings, &locator);
     let super::super::Profile::Azure(options) = &*profile else {
