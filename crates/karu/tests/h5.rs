@@ -42,9 +42,14 @@ fn setup() -> Option<Setup> {
     .unwrap();
     let served = format!("h5-{}", std::process::id());
     let link = nginx_dir.join("www").join(&served);
-    if std::fs::read_link(&link).ok().as_deref() != Some(h5_dir.as_path()) {
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&h5_dir, &link).unwrap();
+    // Tests run in parallel threads: one makes the link, the others wait for it.
+    static LINKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    {
+        let _one = LINKING.lock().unwrap_or_else(|e| e.into_inner());
+        if std::fs::read_link(&link).ok().as_deref() != Some(h5_dir.as_path()) {
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(&h5_dir, &link).unwrap();
+        }
     }
     Some(Setup {
         url: env.url,
