@@ -46,7 +46,7 @@ struct Input {
 }
 
 /// Values one of which every option accepts.
-const PROBES: [&str; 4] = ["", "1", "requester", "AUTO"];
+const PROBES: [&str; 5] = ["", "1", "requester", "AUTO", "guards"];
 
 /// For each accepted name, the index of the first name of the same option (aliases share
 /// one), found through the public API: an explicit value set under one spelling is visible
