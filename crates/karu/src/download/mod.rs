@@ -545,51 +545,42 @@ impl Job<'_, '_> {
             && self.options.chunking == Chunking::Measured
             && done.is_empty()
             && layout.count() > 1;
-        let outcome = if single {
-            // One stream after the probe, straight into the file; chunks join it only where
-            // it proves slower than the link.
-            let written = temp
-                .write_at(&ends.head, 0)
-                .map_err(|e| io_error(dest, "cannot write temporary output", e))
-                .and_then(|()| {
-                    result.downloaded = layout.probe;
-                    self.progress(layout.probe, layout.size)
-                });
-            match written {
-                Ok(()) => {
-                    self.stream(
-                        &mut temp,
-                        sidecar.as_mut(),
-                        &layout,
-                        pin.as_ref(),
-                        &ticker,
-                        &mut budget,
-                        &mut result,
-                        &mut in_flight,
-                    )
-                    .await
-                }
-                Err(e) => Err(e),
+        let outcome = async {
+            if single {
+                // One stream after the probe, straight into the file; chunks join it only
+                // where it proves slower than the link.
+                temp.write_at(&ends.head, 0)
+                    .map_err(|e| io_error(dest, "cannot write temporary output", e))?;
+                result.downloaded = layout.probe;
+                self.progress(layout.probe, layout.size)?;
+                self.stream(
+                    &mut temp,
+                    sidecar.as_mut(),
+                    &layout,
+                    pin.as_ref(),
+                    &ticker,
+                    &mut budget,
+                    &mut result,
+                    &mut in_flight,
+                )
+                .await
+            } else {
+                let queue = self.start_chunks(&temp, &layout, &ends.head, &done, &mut result)?;
+                self.fill(
+                    &mut temp,
+                    sidecar.as_mut(),
+                    &layout,
+                    queue,
+                    pin.as_ref(),
+                    &ticker,
+                    &mut budget,
+                    &mut result,
+                    &mut in_flight,
+                )
+                .await
             }
-        } else {
-            match self.start_chunks(&temp, &layout, &ends.head, &done, &mut result) {
-                Ok(queue) => {
-                    self.fill(
-                        &mut temp,
-                        sidecar.as_mut(),
-                        &layout,
-                        queue,
-                        pin.as_ref(),
-                        &ticker,
-                        &mut budget,
-                        &mut result,
-                        &mut in_flight,
-                    )
-                    .await
-                }
-                Err(e) => Err(e),
-            }
-        };
+        }
+        .await;
         settle(in_flight).await;
         drop(sidecar);
         if let Err(e) = outcome {
