@@ -6,44 +6,20 @@
 //! plan for 1,000,000 reads, taking the fastest of several such rounds: on a shared machine
 //! the other rounds measure the neighbours.
 
+mod common;
+
 use std::hint::black_box;
 use std::time::Instant;
 
+use common::{KIB, MIB, offsets};
 use karu::Locator;
 use karu::plan::{Policy, Request, plan};
 
-const KIB: u64 = 1 << 10;
-const MIB: u64 = 1 << 20;
 const URL: &str = "https://example.com/data.bin";
 const PATTERNS: [&str; 4] = ["contiguous", "alternating", "sparse", "random"];
 
 fn locator() -> Locator {
     Locator::parse(URL).expect("a valid URL")
-}
-
-/// Offsets of `n` reads of 64 KiB.
-fn offsets(pattern: &str, n: u64) -> Vec<u64> {
-    let stride = |s: u64| (0..n).map(|i| i * s).collect();
-    match pattern {
-        "contiguous" => stride(64 * KIB),
-        "alternating" => stride(128 * KIB),
-        "sparse" => stride(MIB),
-        // Unsorted, 4 KiB-aligned offsets in an object of n × 256 KiB (splitmix64, fixed
-        // seed): some reads overlap, most leave gaps.
-        _ => {
-            let mut state = 0x9e37_79b9_7f4a_7c15u64;
-            (0..n)
-                .map(|_| {
-                    state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-                    let mut z = state;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-                    z ^= z >> 31;
-                    (z % (n * 64)) * 4 * KIB
-                })
-                .collect()
-        }
-    }
 }
 
 fn main() {
