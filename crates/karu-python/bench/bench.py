@@ -3,7 +3,8 @@
 filesystem, at a round trip of 0 and 20 ms.
 
     source ENV_FILE_OF_scripts/nginx.sh   # KARU_TEST_NGINX_URL, KARU_TEST_NGINX_DIR
-    "$(bash scripts/pyenv.sh)/bin/python" crates/karu-python/bench/bench.py [--runs 3]
+    "$(bash scripts/pyenv.sh)/bin/python" crates/karu-python/bench/bench.py [--runs 3] \
+        [--rtts 0 20] [--workloads pandas ...] [--readers karu.open ...]
 
 Run it with karu built in release mode into that venv (`maturin develop --release` in
 crates/karu-python). Every reader goes through the test kit's latency proxy in front of nginx
@@ -13,7 +14,9 @@ reading the variable of file B (780 chunks), and pandas reading two of six colum
 Parquet file. Readers: karu.open, karu's fsspec filesystem, fsspec's HTTPFileSystem with its
 default cache and with `cache_type="blockcache"`, and obstore's fsspec store if installed.
 Prints a Markdown table: requests and the median wall time of the runs, each run with a fresh
-client (new connections, empty caches).
+client (new connections, empty caches). `--workloads` and `--readers` keep the rows whose
+names contain one of the words given (`--workloads pandas --readers karu blockcache` re-runs
+the Parquet cells of both karu readers and of fsspec's `blockcache`).
 """
 
 from __future__ import annotations
@@ -135,7 +138,11 @@ def pandas_read(reader: str, url: str) -> pd.DataFrame:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--rtts", type=int, nargs="+", default=[0, 20], help="round trips, ms")
+    ap.add_argument("--workloads", nargs="+", default=[""], help="words of workload names")
+    ap.add_argument("--readers", nargs="+", default=[""], help="words of reader names")
     args = ap.parse_args()
+    chosen = [r for r in readers() if any(w in r for w in args.readers)]
     nginx_url = os.environ["KARU_TEST_NGINX_URL"].rstrip("/")
     www = Path(os.environ["KARU_TEST_NGINX_DIR"]) / "www"
     h5 = Path(
@@ -165,31 +172,44 @@ def main() -> None:
             lambda r, u: check(pandas_read(r, u).equals(want_table)),
         ),
     }
+    workloads = {k: v for k, v in workloads.items() if any(w in k for w in args.workloads)}
     target = nginx_url.split("://", 1)[1]
-    print("| workload | reader | RTT 0: requests | RTT 0: wall | RTT 20 ms: requests | RTT 20 ms: wall |")
-    print("|---|---|---|---|---|---|")
     results: Dict[Tuple[str, str, int], Tuple[int, float]] = {}
-    for rtt in (0, 20):
+    for rtt in args.rtts:
         proxy = Proxy(target, rtt)
         try:
             for workload, (name, run) in workloads.items():
-                for reader in readers():
-                    url = f"{proxy.url}/{name}"
-                    counts, walls = [], []
-                    for _ in range(args.runs):
+                url = f"{proxy.url}/{name}"
+                counts: Dict[str, List[int]] = {r: [] for r in chosen}
+                walls: Dict[str, List[float]] = {r: [] for r in chosen}
+                # The readers take turns, run after run: a change of the machine's load
+                # meanwhile touches them all alike.
+                for _ in range(args.runs):
+                    for reader in chosen:
                         before = proxy.requests()
                         t0 = time.perf_counter()
                         run(reader, url)
-                        walls.append(time.perf_counter() - t0)
+                        walls[reader].append(time.perf_counter() - t0)
                         time.sleep(0.05)
-                        counts.append(proxy.requests() - before)
-                    results[(workload, reader, rtt)] = (max(counts), statistics.median(walls))
+                        counts[reader].append(proxy.requests() - before)
+                for reader in chosen:
+                    results[(workload, reader, rtt)] = (
+                        max(counts[reader]),
+                        statistics.median(walls[reader]),
+                    )
         finally:
             proxy.close()
+    head = [
+        f"{'RTT 0' if rtt == 0 else f'RTT {rtt} ms'}: {what}"
+        for rtt in args.rtts
+        for what in ("requests", "wall")
+    ]
+    print("| workload | reader | " + " | ".join(head) + " |")
+    print("|---" * (2 + len(head)) + "|")
     for workload in workloads:
-        for reader in readers():
+        for reader in chosen:
             cells = []
-            for rtt in (0, 20):
+            for rtt in args.rtts:
                 n, wall = results[(workload, reader, rtt)]
                 cells += [str(n), f"{wall * 1000:.0f} ms"]
             print(f"| {workload} | {reader} | " + " | ".join(cells) + " |")

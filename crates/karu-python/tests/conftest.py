@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
+import numpy as np
 import pytest
 
 import karu
@@ -171,9 +172,8 @@ S3_OBJECTS: Dict[str, int] = {
 }
 
 
-@pytest.fixture(scope="session")
-def testkit() -> Iterator[str]:
-    """The base URL of a `karu-testkit-serve` fault server (see crates/karu-testkit)."""
+def serve(*args: str) -> Iterator[str]:
+    """Runs `karu-testkit-serve ARGS` (see crates/karu-testkit) and yields its base URL."""
     binary = os.environ.get("KARU_TESTKIT_SERVE") or str(
         ROOT / "target" / "debug" / "karu-testkit-serve"
     )
@@ -182,7 +182,9 @@ def testkit() -> Iterator[str]:
         if os.environ.get("CI"):
             pytest.fail(why)
         pytest.skip(why)
-    proc = subprocess.Popen([binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [binary, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdin is not None
     url = proc.stdout.readline().strip()
     assert url.startswith("http://127.0.0.1:"), url
@@ -191,6 +193,59 @@ def testkit() -> Iterator[str]:
     finally:
         proc.stdin.close()  # it serves until its stdin closes
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def testkit() -> Iterator[str]:
+    """The base URL of a `karu-testkit-serve` fault server."""
+    yield from serve()
+
+
+#: The round trip `slow_nginx` adds.
+SLOW_RTT_MS = 100
+
+
+@pytest.fixture(scope="session")
+def slow_nginx(nginx: Nginx) -> Iterator[str]:
+    """nginx behind the test kit's latency proxy, `SLOW_RTT_MS` ms of round trip away: the
+    base URL of the proxy (nginx's log still counts the requests)."""
+    yield from serve("--proxy", nginx.url.split("://", 1)[1], "--rtt-ms", str(SLOW_RTT_MS))
+
+
+# --- Parquet ------------------------------------------------------------------------------
+
+PARQUET_ROWS = 200_000
+
+#: The column projection the Parquet tests read: 2 of 6 columns.
+PARQUET_COLUMNS = ["id", "z"]
+
+
+def parquet_bytes() -> bytes:
+    """A 6.5 MB Parquet file: 6 columns, 4 row groups (as the benchmark's)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(7)
+    table = pa.table(
+        {
+            "id": np.arange(PARQUET_ROWS, dtype=np.int64),
+            "x": rng.random(PARQUET_ROWS),
+            "y": rng.random(PARQUET_ROWS),
+            "name": [f"row-{i % 977}" for i in range(PARQUET_ROWS)],
+            "flag": rng.integers(0, 2, PARQUET_ROWS).astype(bool),
+            "z": rng.normal(size=PARQUET_ROWS).astype(np.float32),
+        }
+    )
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, row_group_size=50_000, compression="snappy")
+    return sink.getvalue().to_pybytes()
+
+
+@pytest.fixture(scope="session")
+def parquet_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("parquet") / "table.parquet"
+    path.write_bytes(parquet_bytes())
+    return path
 
 
 @pytest.fixture

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Iterator
 
 import fsspec
-import numpy as np
 import pytest
-from conftest import Moto, Nginx, content
+from conftest import PARQUET_COLUMNS, Moto, Nginx, content
 
 import karu
 from karu.fsspec import KaruFileSystem, register
@@ -124,37 +123,7 @@ def test_register_routes_protocols_to_karu(nginx: Nginx, registered: None) -> No
 
 # --- Parquet through pyarrow and pandas -------------------------------------------------
 
-ROWS = 200_000
-
-
-def parquet_bytes() -> bytes:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rng = np.random.default_rng(7)
-    table = pa.table(
-        {
-            "id": np.arange(ROWS, dtype=np.int64),
-            "x": rng.random(ROWS),
-            "y": rng.random(ROWS),
-            "name": [f"row-{i % 977}" for i in range(ROWS)],
-            "flag": rng.integers(0, 2, ROWS).astype(bool),
-            "z": rng.normal(size=ROWS).astype(np.float32),
-        }
-    )
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, row_group_size=50_000, compression="snappy")
-    return sink.getvalue().to_pybytes()
-
-
-@pytest.fixture(scope="module")
-def parquet_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("parquet") / "table.parquet"
-    path.write_bytes(parquet_bytes())
-    return path
-
-
-COLUMNS = ["id", "z"]
+COLUMNS = PARQUET_COLUMNS
 
 
 def test_pyarrow_and_pandas_over_nginx(nginx: Nginx, parquet_file: Path) -> None:

@@ -110,6 +110,53 @@ fn a_sequential_sweep_grows_its_readahead() {
 }
 
 #[test]
+fn a_small_object_on_a_slow_link_is_read_whole_at_its_first_miss() {
+    // A Parquet-like walk: the footer, then a chunk in every later block.
+    let walk = |r: &Reader, name: &str, size: u64| {
+        check(name, size - 5000, &r.read_at(size - 5000, 5000).unwrap());
+        for b in 0..size.div_ceil(MIB) {
+            let at = b * MIB + 4096;
+            check(name, at, &r.read_at(at, 1000).unwrap());
+        }
+    };
+    // Every answer 200 ms late: the link estimate's round trip (about 100 ms: the open's
+    // exchange on a new connection counts as two) outlasts the 3 MiB after the first block
+    // at any rate above 30 MB/s, so the footer's miss fetches all of them in one request.
+    let slow = RangeServer::start();
+    slow.set_delay(Duration::from_millis(200));
+    let size = 4 * MIB + 100;
+    let r = open(
+        &slow,
+        &format!("/ok/slowlink?size={size}"),
+        ReaderOptions::default(),
+    );
+    walk(&r, "slowlink", size);
+    let log = slow.log();
+    assert_eq!(log.len(), 2, "open, then the rest of the object: {log:?}");
+    assert_eq!(
+        log[1].header("range"),
+        Some(format!("bytes={MIB}-{}", size - 1).as_str())
+    );
+    assert_eq!(r.stats().bytes_fetched, size);
+
+    // On loopback a round trip carries far less than the rest of a 30 MiB object: the footer
+    // miss fetches its own block, and the walk then reads ahead as a sweep.
+    let fast = RangeServer::start();
+    let size = 30 * MIB;
+    let r = open(
+        &fast,
+        &format!("/ok/fastlink?size={size}"),
+        ReaderOptions::default(),
+    );
+    walk(&r, "fastlink", size);
+    assert_eq!(
+        fast.log()[1].header("range"),
+        Some(format!("bytes={}-{}", 29 * MIB, size - 1).as_str())
+    );
+    assert!(fast.log().len() > 3, "{:?}", fast.log());
+}
+
+#[test]
 fn read_ranges_is_one_batch_and_fills_the_cache() {
     let server = RangeServer::start();
     let size = 8 * MIB;

@@ -203,7 +203,6 @@ impl BlockCache {
     }
 
     /// Bytes of cached blocks (never above the budget).
-    #[cfg(test)]
     pub(super) fn bytes(&self) -> u64 {
         self.lock().bytes
     }

@@ -5,7 +5,9 @@
 //! costs one request (the first block, size and version, through `read_ends`), and every
 //! later request is pinned to the version seen at open, so an object replaced meanwhile gives
 //! `Precondition`, never bytes of two versions. Concurrent misses on one block share one
-//! request; a sequential sweep grows a readahead window. Local files are read directly.
+//! request; a sequential sweep grows a readahead window, and a miss in an object small enough
+//! that the link carries its missing bytes within a round trip fetches all of them. Local
+//! files are read directly.
 
 mod cache;
 mod cursor;

@@ -33,6 +33,8 @@ pub(super) struct Version {
     pin: Option<Condition>,
     cache: BlockCache,
     readahead: Mutex<Readahead>,
+    /// Readahead's cap in blocks: the most a miss fetches ahead.
+    window_cap: u64,
     /// The version a refresh found after this one (versions only grow, so a `&Version`
     /// lent out stays valid for the reader's life).
     next: OnceLock<Box<Version>>,
@@ -51,6 +53,7 @@ impl Version {
             pin,
             cache: BlockCache::new(options.cache_bytes),
             readahead: Mutex::new(Readahead::new(window)),
+            window_cap: window,
             next: OnceLock::new(),
         }
     }
@@ -210,10 +213,13 @@ impl Remote {
                     .unwrap_or_else(|e| e.into_inner())
                     .on_read(first, last, !missed.is_empty());
                 if !missed.is_empty() {
-                    let end = last
-                        .saturating_add(window)
-                        .min(v.len.div_ceil(bs).saturating_sub(1));
-                    for b in last + 1..=end {
+                    let last_block = v.len.div_ceil(bs).saturating_sub(1);
+                    let ahead = if self.rest_within_round_trip(v) {
+                        0..=last_block
+                    } else {
+                        last + 1..=last.saturating_add(window).min(last_block)
+                    };
+                    for b in ahead {
                         claims.lookup(b, false);
                     }
                 }
@@ -251,6 +257,22 @@ impl Remote {
             first_pass = false;
         }
         ranges.iter().map(|r| assemble(r, bs, &got)).collect()
+    }
+
+    /// True when a miss should fetch every block of `v` not yet cached: the object fits in
+    /// the readahead's cap, and by the client's estimate of the link
+    /// ([`Client::link_estimate`]) one connection carries its missing bytes within a round
+    /// trip. A format reader that missed once in a small object usually misses again (a
+    /// Parquet projection reads a column chunk per row group, one by one); each later miss
+    /// would cost a round trip, more than the bytes that avoid it.
+    fn rest_within_round_trip(&self, v: &Version) -> bool {
+        if v.len > v.window_cap.saturating_mul(self.options.block_size) {
+            return false;
+        }
+        let rest = v.len.saturating_sub(v.cache.bytes());
+        let link = self.client.link_estimate(&self.locator).model;
+        let carry = rest as f64 / link.connection_rate.max(1) as f64;
+        carry <= (link.rtt + link.per_request).as_secs_f64()
     }
 
     /// Fetches `blocks` (ascending) of version `v` in one batch: a read per run of adjacent
