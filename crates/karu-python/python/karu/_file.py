@@ -3,7 +3,9 @@
 Every read of one file is pinned to the version of the object seen when it was opened (a
 changed object fails reads with ``Status.PRECONDITION``); reads go through an aligned block
 cache of ``cache_bytes`` with sequential readahead, so format libraries that issue many small
-reads (h5py, pyarrow) make few requests.
+reads (h5py, pyarrow) make few requests. A miss in an object of at most half the cache, on a
+link that carries its missing bytes within a round trip, fetches all of them: pyarrow reading
+a column projection of such a Parquet file then costs the open and one request.
 """
 
 from __future__ import annotations
