@@ -39,7 +39,8 @@ pub(super) fn prepare(a: &Attempt, options: &profile::S3) -> Result<Prepared> {
             format!("{id}: AWS region contains invalid characters"),
         ));
     }
-    let uri = a.uri(&url(a, options, region)?)?;
+    let url = url(a, options, region)?;
+    let uri = a.uri(&url)?;
 
     let mut headers = a.read_headers()?;
     let redirect = match resolved {
@@ -64,7 +65,7 @@ pub(super) fn prepare(a: &Attempt, options: &profile::S3) -> Result<Prepared> {
             }
             sigv4::sign_get(
                 id,
-                &uri,
+                &url,
                 &mut headers,
                 resolved,
                 a.signers,
