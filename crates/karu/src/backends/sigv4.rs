@@ -128,13 +128,9 @@ pub(super) fn sign_get(
             .map_err(|_| failed(&format_args!("header {name} is not text")))?;
         pairs.push((name.as_str(), value));
     }
-    let signable = SignableRequest::new(
-        "GET",
-        url,
-        pairs.into_iter(),
-        SignableBody::UnsignedPayload,
-    )
-    .map_err(|e| failed(&e))?;
+    let signable =
+        SignableRequest::new("GET", url, pairs.into_iter(), SignableBody::UnsignedPayload)
+            .map_err(|e| failed(&e))?;
     let (instructions, _signature) = sign(signable, &params)
         .map_err(|e| failed(&e))?
         .into_parts();
