@@ -239,15 +239,31 @@ impl LinkTable {
 /// `scheme://host:port` of an absolute request URI (the port made explicit), or `None`.
 pub(crate) fn endpoint(uri: &http::Uri) -> Option<String> {
     let scheme = uri.scheme_str()?;
+    let host = uri.host()?;
     let port = uri.port_u16().or(match scheme {
         "http" => Some(80),
         "https" => Some(443),
         _ => None,
     })?;
-    Some(format!(
-        "{scheme}://{}:{port}",
-        uri.host()?.to_ascii_lowercase()
-    ))
+    // Built by hand: this runs once per transfer, and `format!` cost more than the lookup.
+    let mut digits = [0u8; 5];
+    let mut n = port;
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut key = String::with_capacity(scheme.len() + host.len() + 9);
+    key.push_str(scheme);
+    key.push_str("://");
+    key.extend(host.chars().map(|c| c.to_ascii_lowercase()));
+    key.push(':');
+    key.extend(digits[at..].iter().map(|&d| char::from(d)));
+    Some(key)
 }
 
 /// The endpoint a locator's requests go to first (before any redirect), as its exchanges
