@@ -187,6 +187,10 @@ pub fn section(rows: &[Row]) -> String {
     ];
     for (target, title, unit) in tables {
         let _ = writeln!(o, "\n{title}\n");
+        if !all.iter().any(|c| c.target == target) {
+            let _ = writeln!(o, "Not in this run (none of its cells).");
+            continue;
+        }
         let _ = writeln!(
             o,
             "| server | W | RTT, bandwidth | reader | karu ({unit}) | held to | its figure | karu ÷ it | met |"
@@ -388,6 +392,8 @@ mod tests {
         ];
         let md = section(&rows);
         assert!(md.contains("### Targets of issue 17, checked"), "{md}");
+        // Targets without cells in the run say so instead of an empty table.
+        assert_eq!(md.matches("Not in this run").count(), 2, "{md}");
         assert!(
             md.contains(
                 "| testkit | R | 0 ms, uncapped | karu | 0.30 | os `get_range` ×64 | 0.36 | 0.83 | yes |"
