@@ -245,24 +245,15 @@ pub(crate) fn endpoint(uri: &http::Uri) -> Option<String> {
         "https" => Some(443),
         _ => None,
     })?;
-    // Built by hand: this runs once per transfer, and `format!` cost more than the lookup.
-    let mut digits = [0u8; 5];
-    let mut n = port;
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    let mut key = String::with_capacity(scheme.len() + host.len() + 9);
+    // Built by pushing: this runs once per transfer, and `format!` cost more than the
+    // lookup (an integer's `to_string` skips the formatter).
+    let port = port.to_string();
+    let mut key = String::with_capacity(scheme.len() + host.len() + port.len() + 4);
     key.push_str(scheme);
     key.push_str("://");
     key.extend(host.chars().map(|c| c.to_ascii_lowercase()));
     key.push(':');
-    key.extend(digits[at..].iter().map(|&d| char::from(d)));
+    key.push_str(&port);
     Some(key)
 }
 
