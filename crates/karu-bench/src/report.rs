@@ -1,5 +1,5 @@
 //! The markdown report: machine, headline table (karu ÷ peer, karu ÷ lower bound), the targets
-//! of issue 8 checked against the figures, and every run's details. In BENCHMARKS.md it
+//! of issues 8 and 17 checked against the figures, and every run's details. In BENCHMARKS.md it
 //! replaces only the text between the two markers, so the hand-written reading around it stays.
 
 use std::fmt::Write as _;
@@ -143,6 +143,7 @@ pub fn markdown(i: &Input<'_>) -> String {
         o.push_str(&headline(rows, i.workloads, set));
     }
     o.push_str(&targets(rows));
+    o.push_str(&crate::issue17::section(rows));
 
     let _ = writeln!(
         o,

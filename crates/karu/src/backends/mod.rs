@@ -50,10 +50,22 @@ pub(crate) enum ByteRange {
 impl ByteRange {
     /// The `Range` header value.
     pub(crate) fn header(self) -> String {
+        // Pushed, not formatted: one per attempt (an integer's `to_string` skips the
+        // formatter).
+        let mut value = String::with_capacity(48);
+        value.push_str("bytes=");
         match self {
-            ByteRange::Span { first, last } => format!("bytes={first}-{last}"),
-            ByteRange::Suffix(n) => format!("bytes=-{n}"),
+            ByteRange::Span { first, last } => {
+                value.push_str(&first.to_string());
+                value.push('-');
+                value.push_str(&last.to_string());
+            }
+            ByteRange::Suffix(n) => {
+                value.push('-');
+                value.push_str(&n.to_string());
+            }
         }
+        value
     }
 }
 

@@ -39,7 +39,8 @@ pub(super) fn prepare(a: &Attempt, options: &profile::S3) -> Result<Prepared> {
             format!("{id}: AWS region contains invalid characters"),
         ));
     }
-    let uri = a.uri(&url(a, options, region)?)?;
+    let url = url(a, options, region)?;
+    let uri = a.uri(&url)?;
 
     let mut headers = a.read_headers()?;
     let redirect = match resolved {
@@ -64,7 +65,7 @@ pub(super) fn prepare(a: &Attempt, options: &profile::S3) -> Result<Prepared> {
             }
             sigv4::sign_get(
                 id,
-                &uri,
+                &url,
                 &mut headers,
                 resolved,
                 a.signers,
@@ -127,11 +128,26 @@ fn url(a: &Attempt, options: &profile::S3, region: &str) -> Result<String> {
     } else {
         authority
     };
-    Ok(if virtual_hosting {
-        format!("{scheme}://{bucket}.{authority}{path}/{key}")
+    // Built by pushing, not formatted: this runs for every attempt.
+    let mut url = String::with_capacity(
+        scheme.len() + bucket.len() * 2 + authority.len() + path.len() + key.len() + 8,
+    );
+    url.push_str(scheme);
+    url.push_str("://");
+    if virtual_hosting {
+        url.push_str(bucket);
+        url.push('.');
+        url.push_str(authority);
+        url.push_str(path);
     } else {
-        format!("{scheme}://{authority}{path}/{}/{key}", encode_key(bucket))
-    })
+        url.push_str(authority);
+        url.push_str(path);
+        url.push('/');
+        url.push_str(&encode_key(bucket));
+    }
+    url.push('/');
+    url.push_str(&key);
+    Ok(url)
 }
 
 /// Whether `bucket` can lead a host name: letters, digits, `-`, `.` and the `_` of legacy

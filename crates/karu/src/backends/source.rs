@@ -58,7 +58,7 @@ pub(super) fn prepare(a: &Attempt, options: &profile::Source) -> Result<Prepared
             }
             sigv4::sign_get(
                 id,
-                &uri,
+                &url,
                 &mut headers,
                 resolved,
                 a.signers,

@@ -5,6 +5,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashSet;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -199,8 +200,13 @@ async fn attempts<H: Handler>(
         let signed = matches!(auth, Auth::Signed(_));
         let throttled = std::cell::Cell::new(false);
         let attempt = async {
-            let answer = low_speed_bound(env.settings, env.client.send(request, redirect));
-            match answer.await {
+            // In its own scope, so the sent request's future is gone (and its room reused)
+            // while the response is read.
+            let answer = {
+                let send = pin!(env.client.send(request, redirect));
+                low_speed_bound(env.settings, send).await
+            };
+            match answer {
                 None => (
                     Step::Retry {
                         error: no_head(env.settings, &url),
@@ -233,10 +239,14 @@ async fn attempts<H: Handler>(
                 Some(Err(e)) => (transport_step(&url, e), None),
             }
         };
-        let (step, correction) = match cancellable(env, timed(&deadline, attempt)).await {
-            None => return Err(cancelled(&url)),
-            Some(None) => return Err(Deadline::exceeded(&url)),
-            Some(Some(step)) => step,
+        let (step, correction) = {
+            // Pinned here, so the attempt's future is kept once (see `cancellable`).
+            let attempt = pin!(attempt);
+            match cancellable(env, pin!(timed(&deadline, attempt))).await {
+                None => return Err(cancelled(&url)),
+                Some(None) => return Err(Deadline::exceeded(&url)),
+                Some(Some(step)) => step,
+            }
         };
         env.meter
             .ended(attempts == 1 && !throttled.get() && matches!(step, Step::Done(_)));
@@ -293,7 +303,10 @@ async fn attempts<H: Handler>(
         if !deadline.fits(wait) {
             return Err(Deadline::no_time(&url));
         }
-        if cancellable(env, tokio::time::sleep(wait)).await.is_none() {
+        if cancellable(env, pin!(tokio::time::sleep(wait)))
+            .await
+            .is_none()
+        {
             return Err(cancelled(&url));
         }
         env.count(|c| &c.retries, 1);
@@ -305,7 +318,12 @@ fn cancelled(url: &str) -> Error {
 }
 
 /// Runs `fut` unless the batch is cancelled first (`None`).
-async fn cancellable<F: Future>(env: &Env<'_>, fut: F) -> Option<F::Output> {
+///
+/// The wrappers here take the future pinned where its caller keeps it: an `async fn` that
+/// took it by value would hold it twice (as its argument and inside what it awaits), and
+/// nested wrappers doubled the transfer's future to 14 KB, all of it copied when the
+/// transfer is spawned.
+async fn cancellable<F: Future>(env: &Env<'_>, fut: Pin<&mut F>) -> Option<F::Output> {
     match env.batch {
         None => Some(fut.await),
         Some(batch) => tokio::select! {
@@ -317,7 +335,7 @@ async fn cancellable<F: Future>(env: &Env<'_>, fut: F) -> Option<F::Output> {
 }
 
 /// Runs `fut` within the deadline (`None` when it expires first).
-async fn timed<F: Future>(deadline: &Deadline, fut: F) -> Option<F::Output> {
+async fn timed<F: Future>(deadline: &Deadline, fut: Pin<&mut F>) -> Option<F::Output> {
     match deadline.attempt_timeout() {
         None => Some(fut.await),
         Some(left) => tokio::time::timeout(left, fut).await.ok(),
@@ -363,9 +381,12 @@ pub(crate) async fn error_step<T>(
 /// The first 4 KiB of an error body, for classification and messages; a body that stalls
 /// past the low-speed time counts as empty (error bodies are best effort).
 async fn error_prefix(settings: &Settings, body: Incoming) -> Bytes {
-    low_speed_bound(settings, transport::read_prefix(body, validate::CAPTURE))
-        .await
-        .unwrap_or_default()
+    low_speed_bound(
+        settings,
+        pin!(transport::read_prefix(body, validate::CAPTURE)),
+    )
+    .await
+    .unwrap_or_default()
 }
 
 /// Drains (or aborts) an unwanted body so its connection may be reused; one that stalls past
@@ -373,7 +394,7 @@ async fn error_prefix(settings: &Settings, body: Incoming) -> Bytes {
 async fn drain(settings: &Settings, body: Incoming) {
     low_speed_bound(
         settings,
-        transport::drain_or_abort(body, transport::DRAIN_LIMIT),
+        pin!(transport::drain_or_abort(body, transport::DRAIN_LIMIT)),
     )
     .await;
 }
@@ -390,7 +411,7 @@ fn low_speed_time(settings: &Settings) -> Option<Duration> {
 /// nothing, so it may last at most the low-speed time, as curl's rule, which also covers the
 /// wait for the head, allows. This is what bounds a read when `KARU_REQUEST_TIMEOUT` is 0.
 /// `None` when the phase took longer.
-async fn low_speed_bound<F: Future>(settings: &Settings, fut: F) -> Option<F::Output> {
+async fn low_speed_bound<F: Future>(settings: &Settings, fut: Pin<&mut F>) -> Option<F::Output> {
     match low_speed_time(settings) {
         None => Some(fut.await),
         Some(time) => tokio::time::timeout(time, fut).await.ok(),

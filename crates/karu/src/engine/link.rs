@@ -239,15 +239,22 @@ impl LinkTable {
 /// `scheme://host:port` of an absolute request URI (the port made explicit), or `None`.
 pub(crate) fn endpoint(uri: &http::Uri) -> Option<String> {
     let scheme = uri.scheme_str()?;
+    let host = uri.host()?;
     let port = uri.port_u16().or(match scheme {
         "http" => Some(80),
         "https" => Some(443),
         _ => None,
     })?;
-    Some(format!(
-        "{scheme}://{}:{port}",
-        uri.host()?.to_ascii_lowercase()
-    ))
+    // Built by pushing: this runs once per transfer, and `format!` cost more than the
+    // lookup (an integer's `to_string` skips the formatter).
+    let port = port.to_string();
+    let mut key = String::with_capacity(scheme.len() + host.len() + port.len() + 4);
+    key.push_str(scheme);
+    key.push_str("://");
+    key.extend(host.chars().map(|c| c.to_ascii_lowercase()));
+    key.push(':');
+    key.push_str(&port);
+    Some(key)
 }
 
 /// The endpoint a locator's requests go to first (before any redirect), as its exchanges
