@@ -291,7 +291,7 @@ fn main() {
     let workloads: Vec<Workload> = opts
         .workloads
         .iter()
-        .map(|&id| workload(id, scale))
+        .map(|&id| workload(id, scale).sized())
         .collect();
     let profiles: Vec<Profile> = match &opts.profiles {
         Some(chosen) => chosen.clone(),
@@ -328,7 +328,10 @@ fn main() {
                             .into(),
                     );
                 }
-                servers.push(Server::testkit(&workloads));
+                // Nothing else to serve: no server (its bandwidth needs an object).
+                if workloads.iter().any(|w| w.written().is_none()) {
+                    servers.push(Server::testkit(&workloads));
+                }
             }
             ServerId::Nginx => match Server::nginx(&workloads, opts.quick) {
                 Ok(Some(s)) => servers.push(s),
