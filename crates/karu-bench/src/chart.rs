@@ -24,9 +24,9 @@ struct Cell {
 /// The cells in the order the rows came (the run's order: server, workload, profile).
 fn cells(rows: &[Row]) -> Vec<Cell> {
     let mut out: Vec<Cell> = Vec::new();
-    let mut keys: Vec<(String, char, String)> = Vec::new();
+    let mut keys: Vec<(String, String, String)> = Vec::new();
     for r in rows {
-        let key = (r.server.clone(), r.workload, r.profile.label());
+        let key = (r.server.clone(), r.cell(), r.profile.label());
         if !keys.contains(&key) {
             keys.push(key);
         }
@@ -34,9 +34,7 @@ fn cells(rows: &[Row]) -> Vec<Cell> {
     for (server, workload, profile) in keys {
         let cell: Vec<&Row> = rows
             .iter()
-            .filter(|r| {
-                r.server == server && r.workload == workload && r.profile.label() == profile
-            })
+            .filter(|r| r.server == server && r.cell() == workload && r.profile.label() == profile)
             .collect();
         let best = cell
             .iter()
@@ -68,6 +66,9 @@ fn style(reader: Reader) -> (RGBColor, u32) {
         Reader::Curl => (RGBColor(44, 160, 44), 4),
         Reader::OsGet => (RGBColor(148, 103, 189), 4),
         Reader::OsChunks => (RGBColor(197, 176, 213), 4),
+        Reader::PqOwn | Reader::PqOwnScan => (RGBColor(214, 39, 40), 6),
+        Reader::PqKaruStore | Reader::PqKaruStoreScan => (RGBColor(255, 127, 14), 4),
+        Reader::PqObjectStore | Reader::PqObjectStoreScan => (RGBColor(31, 119, 180), 4),
     }
 }
 

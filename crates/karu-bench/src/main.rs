@@ -22,6 +22,7 @@ mod cleanup;
 mod instructions;
 mod issue17;
 mod plain;
+mod pq;
 mod readers;
 mod report;
 mod servers;
@@ -90,6 +91,15 @@ pub fn median<T: Copy + PartialOrd>(v: &[T]) -> T {
 impl Row {
     pub fn wall(&self) -> Duration {
         median(&self.walls)
+    }
+
+    /// What the row's readers are compared within: its workload, where P's full scans are a
+    /// comparison of their own (`P scan`).
+    pub fn cell(&self) -> String {
+        match self.reader.parquet() {
+            Some((_, true)) => format!("{} scan", self.workload),
+            _ => self.workload.to_string(),
+        }
     }
 }
 
@@ -282,7 +292,7 @@ fn main() {
     let workloads: Vec<Workload> = opts
         .workloads
         .iter()
-        .map(|&id| workload(id, scale))
+        .map(|&id| workload(id, scale).sized())
         .collect();
     let profiles: Vec<Profile> = match &opts.profiles {
         Some(chosen) => chosen.clone(),
@@ -311,7 +321,19 @@ fn main() {
     let mut notes = Vec::new();
     for id in &opts.servers {
         match id {
-            ServerId::Testkit => servers.push(Server::testkit(&workloads)),
+            ServerId::Testkit => {
+                if workloads.iter().any(|w| w.written().is_some()) {
+                    notes.push(
+                        "testkit: P not run (the test kit server serves its generated content, \
+                         not a written Parquet file)"
+                            .into(),
+                    );
+                }
+                // Nothing else to serve: no server (its bandwidth needs an object).
+                if workloads.iter().any(|w| w.written().is_none()) {
+                    servers.push(Server::testkit(&workloads));
+                }
+            }
             ServerId::Nginx => match Server::nginx(&workloads, opts.quick) {
                 Ok(Some(s)) => servers.push(s),
                 Ok(None) => {
@@ -402,16 +424,25 @@ fn main() {
         reps: opts.reps,
         quick: opts.quick,
         total,
+        command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
     };
-    report::write(&opts.out, &report::markdown(&input));
-    let svg = report::chart_path(&opts.out);
-    match chart::draw(
-        &rows,
-        "karu and its peers: wall time relative to the fastest reader",
-        &svg,
-    ) {
-        Ok(()) => report::write_chart(&opts.out, &svg, &input),
-        Err(e) => say!("could not draw {}: {e}", svg.display()),
+    // P's rows have a section of their own, so a run of P alone leaves the other tables (and
+    // the chart drawn from them) as they are.
+    let ran_p = rows.iter().any(|r| r.reader.parquet().is_some());
+    if ran_p {
+        report::write_parquet(&opts.out, &report::parquet(&input));
+    }
+    if !ran_p || rows.iter().any(|r| r.reader.parquet().is_none()) {
+        report::write(&opts.out, &report::markdown(&input));
+        let svg = report::chart_path(&opts.out);
+        match chart::draw(
+            &rows,
+            "karu and its peers: wall time relative to the fastest reader",
+            &svg,
+        ) {
+            Ok(()) => report::write_chart(&opts.out, &svg, &input),
+            Err(e) => say!("could not draw {}: {e}", svg.display()),
+        }
     }
     say!(
         "wrote {} ({:.0} s in all)",
@@ -426,7 +457,7 @@ fn main() {
 fn planned(reader: Reader, w: &Workload, t: &Target) -> Option<(u64, u64, u64)> {
     let requested = w.requested();
     match w.kind {
-        Kind::Ends(..) => return None,
+        Kind::Ends(..) | Kind::Parquet(_) => return None,
         Kind::Download => {
             let chunks = requested.div_ceil(DOWNLOAD_CHUNK);
             return Some(match reader {
@@ -503,6 +534,13 @@ fn planned(reader: Reader, w: &Workload, t: &Target) -> Option<(u64, u64, u64)> 
         }
         Reader::OsRange => (n, requested, KARU_CONCURRENCY as u64),
         Reader::Naive | Reader::Curl | Reader::OsGet | Reader::OsChunks => (n, requested, 1),
+        // P's readers read only P, whose transfers their Parquet reader decides.
+        Reader::PqOwn
+        | Reader::PqKaruStore
+        | Reader::PqObjectStore
+        | Reader::PqOwnScan
+        | Reader::PqKaruStoreScan
+        | Reader::PqObjectStoreScan => return None,
     })
 }
 

@@ -17,6 +17,7 @@ use object_store::path::Path;
 use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt as _};
 
 use crate::plain;
+use crate::pq::{self, Via};
 use crate::sigv4::{REGION, S3Access};
 use crate::workload::{Kind, Workload};
 
@@ -42,10 +43,20 @@ pub enum Reader {
     Curl,
     OsGet,
     OsChunks,
+    /// P (see [`pq`]): `KaruParquetReader`, the projection.
+    PqOwn,
+    /// P: `ParquetObjectReader` over `KaruStore`, the projection.
+    PqKaruStore,
+    /// P: `ParquetObjectReader` over object_store, the projection.
+    PqObjectStore,
+    /// P's full scans through the same three.
+    PqOwnScan,
+    PqKaruStoreScan,
+    PqObjectStoreScan,
 }
 
 impl Reader {
-    pub const ALL: [Reader; 9] = [
+    pub const ALL: [Reader; 15] = [
         Reader::KaruDefault,
         Reader::KaruGap0,
         Reader::KaruGuards,
@@ -55,6 +66,12 @@ impl Reader {
         Reader::Curl,
         Reader::OsGet,
         Reader::OsChunks,
+        Reader::PqOwn,
+        Reader::PqKaruStore,
+        Reader::PqObjectStore,
+        Reader::PqOwnScan,
+        Reader::PqKaruStoreScan,
+        Reader::PqObjectStoreScan,
     ];
 
     /// The readers that run a workload of this kind, karu first.
@@ -67,7 +84,21 @@ impl Reader {
                 Reader::OsGet,
                 Reader::OsChunks,
             ],
+            Kind::Parquet(_) => &Reader::ALL[9..],
         }
+    }
+
+    /// P's readers: which reader opens the file, and whether it scans all of it.
+    pub fn parquet(self) -> Option<(Via, bool)> {
+        Some(match self {
+            Reader::PqOwn => (Via::Own, false),
+            Reader::PqKaruStore => (Via::KaruStore, false),
+            Reader::PqObjectStore => (Via::ObjectStore, false),
+            Reader::PqOwnScan => (Via::Own, true),
+            Reader::PqKaruStoreScan => (Via::KaruStore, true),
+            Reader::PqObjectStoreScan => (Via::ObjectStore, true),
+            _ => return None,
+        })
     }
 
     pub fn key(self) -> &'static str {
@@ -81,6 +112,12 @@ impl Reader {
             Reader::Curl => "curl",
             Reader::OsGet => "os-get",
             Reader::OsChunks => "os-chunks",
+            Reader::PqOwn => "pq-karu",
+            Reader::PqKaruStore => "pq-karu-store",
+            Reader::PqObjectStore => "pq-os",
+            Reader::PqOwnScan => "pq-karu-scan",
+            Reader::PqKaruStoreScan => "pq-karu-store-scan",
+            Reader::PqObjectStoreScan => "pq-os-scan",
         }
     }
 
@@ -103,6 +140,13 @@ impl Reader {
             Reader::Curl => "curl",
             Reader::OsGet => "os `get`",
             Reader::OsChunks => "os chunks ×8",
+            Reader::PqOwn | Reader::PqOwnScan => "`KaruParquetReader`",
+            Reader::PqKaruStore | Reader::PqKaruStoreScan => {
+                "`ParquetObjectReader` over `KaruStore`"
+            }
+            Reader::PqObjectStore | Reader::PqObjectStoreScan => {
+                "`ParquetObjectReader` over object_store"
+            }
         }
     }
 
@@ -110,7 +154,12 @@ impl Reader {
     pub fn is_object_store(self) -> bool {
         matches!(
             self,
-            Reader::OsRanges | Reader::OsRange | Reader::OsGet | Reader::OsChunks
+            Reader::OsRanges
+                | Reader::OsRange
+                | Reader::OsGet
+                | Reader::OsChunks
+                | Reader::PqObjectStore
+                | Reader::PqObjectStoreScan
         )
     }
 
@@ -125,6 +174,12 @@ impl Reader {
             Reader::Curl => "curl",
             Reader::OsGet => "object_store `get` (one stream)",
             Reader::OsChunks => "object_store `get_range` 8 MiB ×8",
+            Reader::PqOwn => "karu `KaruParquetReader` (projection)",
+            Reader::PqKaruStore => "`ParquetObjectReader` over `KaruStore` (projection)",
+            Reader::PqObjectStore => "`ParquetObjectReader` over object_store (projection)",
+            Reader::PqOwnScan => "karu `KaruParquetReader` (scan)",
+            Reader::PqKaruStoreScan => "`ParquetObjectReader` over `KaruStore` (scan)",
+            Reader::PqObjectStoreScan => "`ParquetObjectReader` over object_store (scan)",
         }
     }
 }
@@ -221,7 +276,7 @@ impl Target {
     }
 
     /// The object's path in an object_store made by [`store`].
-    fn store_path(&self, name: &str) -> Path {
+    pub fn store_path(&self, name: &str) -> Path {
         Path::from(format!("{}{name}", self.prefix))
     }
 
@@ -288,7 +343,24 @@ pub fn run(reader: Reader, w: &Workload, target: &Target, budget: Duration) -> M
     let dest = dir.path().join("download.bin");
     let (cpu0, _) = usage();
     let t = Instant::now();
+    let mut decoded = None;
     let done = match (w.kind, reader) {
+        (Kind::Parquet(_), _) => {
+            let (via, scan) = reader
+                .parquet()
+                .unwrap_or_else(|| panic!("{} does not run workload {}", reader.key(), w.id));
+            decoded = Some((scan, pq::read(w, target, via, scan)));
+            1
+        }
+        (
+            _,
+            Reader::PqOwn
+            | Reader::PqKaruStore
+            | Reader::PqObjectStore
+            | Reader::PqOwnScan
+            | Reader::PqKaruStoreScan
+            | Reader::PqObjectStoreScan,
+        ) => panic!("{} reads only workload P", reader.key()),
         (Kind::Download, Reader::KaruDefault) => karu_download(w, target, &dest),
         (Kind::Download, Reader::Curl) => curl(w, target, &dest),
         (Kind::Download, Reader::OsGet | Reader::OsChunks) => {
@@ -311,6 +383,9 @@ pub fn run(reader: Reader, w: &Workload, target: &Target, budget: Duration) -> M
     let (cpu1, rss) = usage();
     if w.kind == Kind::Download {
         check_file(&w.objects[0].0, w.objects[0].1, &dest);
+    }
+    if let Some((scan, summary)) = decoded {
+        pq::check(w, scan, summary);
     }
     Measured {
         wall,
@@ -430,7 +505,7 @@ pub fn store(target: &Target) -> Arc<dyn ObjectStore> {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

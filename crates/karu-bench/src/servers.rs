@@ -72,7 +72,8 @@ impl Server {
     pub fn testkit(workloads: &[Workload]) -> Server {
         let server = RangeServer::start();
         let mut sizes = HashMap::new();
-        for w in workloads {
+        // A written file is not the test kit's content, which is all this server serves.
+        for w in workloads.iter().filter(|w| w.written().is_none()) {
             for (name, size) in &w.objects {
                 server.register(name, *size);
                 sizes.insert(name.clone(), *size);
@@ -82,10 +83,12 @@ impl Server {
     }
 
     /// nginx from `KARU_TEST_NGINX_URL`/`KARU_TEST_NGINX_DIR` if set, else (full runs only)
-    /// started with `scripts/nginx.sh`, which generates the workloads' files.
+    /// started with `scripts/nginx.sh`, which generates the workloads' files; written files
+    /// (P's) are then put in its `www/`.
     pub fn nginx(workloads: &[Workload], quick: bool) -> Result<Option<Server>, String> {
         let files: Vec<(String, u64)> = workloads
             .iter()
+            .filter(|w| w.written().is_none())
             .flat_map(|w| w.objects.iter().cloned())
             .collect();
         if let (Ok(url), Ok(dir)) = (
@@ -112,6 +115,7 @@ impl Server {
                     missing.join(", ")
                 ));
             }
+            put_written(&dir, workloads)?;
             return Ok(Some(Server::Nginx {
                 base: url.trim_end_matches('/').to_string(),
                 dir,
@@ -140,11 +144,14 @@ impl Server {
             cleanup::stop(&env_file);
             return Err(format!("{} lacks the nginx endpoints", env_file.display()));
         };
-        Ok(Some(Server::Nginx {
+        let server = Server::Nginx {
             base: url.trim_end_matches('/').to_string(),
             dir: PathBuf::from(dir),
             env_file: Some(env_file),
-        }))
+        };
+        // On an error, dropping the server stops it.
+        put_written(&PathBuf::from(dir), workloads)?;
+        Ok(Some(server))
     }
 
     /// s3s-fs from `KARU_TEST_S3S_URL` and its keys and bucket if set, else started with
@@ -199,28 +206,32 @@ impl Server {
             env_file,
         };
         // On an error, dropping the server stops what was started.
-        server.upload()?;
+        server.upload(workloads)?;
         Ok(server)
     }
 
-    /// Puts every object the S3 rows read that is not there yet with its size.
-    fn upload(&self) -> Result<(), String> {
-        let Server::S3 { sizes, .. } = self else {
-            unreachable!("only the S3 server is uploaded to")
-        };
+    /// Puts every object the S3 rows read that is not there yet with its size, and every
+    /// written file (which a size does not identify).
+    fn upload(&self, workloads: &[Workload]) -> Result<(), String> {
         let store = readers::store(&self.target(self.base()));
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .map_err(|e| e.to_string())?;
+        let objects = workloads
+            .iter()
+            .filter(|w| on_s3(w))
+            .flat_map(|w| w.objects.iter().map(move |o| (o, w.written())));
         rt.block_on(async {
-            for (name, &size) in sizes {
+            for ((name, size), written) in objects {
                 let path = object_store::path::Path::from(name.as_str());
-                if store.head(&path).await.is_ok_and(|m| m.size == size) {
+                if written.is_none() && store.head(&path).await.is_ok_and(|m| m.size == *size) {
                     continue;
                 }
                 say!("uploading {name} ({} MiB) to s3s-fs", size / MIB);
-                let data = content::bytes(name, 0, size as usize);
+                let data = written
+                    .cloned()
+                    .unwrap_or_else(|| content::bytes(name, 0, *size as usize).into());
                 store
                     .put(&path, data.into())
                     .await
@@ -235,8 +246,13 @@ impl Server {
     /// budget, so nginx and s3s-fs run the uncapped profiles at 0 and 20 ms, and s3s-fs also
     /// the 1 Gbit/s one at 20 ms; in quick mode s3s-fs runs RTT 0 only (its start and upload
     /// already take a share of the two minutes).
+    /// P (issue 16) runs at RTT 0, 20 ms, and 20 ms at 1 Gbit/s on both (RTT 0 in quick mode).
     pub fn runs(&self, w: &Workload, profile: Profile, quick: bool) -> bool {
         let at = |rtt_ms, cap| profile == Profile { rtt_ms, cap };
+        if w.written().is_some() {
+            return self.serves(w)
+                && (at(0, None) || !quick && (at(20, None) || at(20, Some(GBIT))));
+        }
         self.serves(w)
             && match self {
                 Server::Testkit { .. } => true,
@@ -245,9 +261,14 @@ impl Server {
             }
     }
 
-    /// Whether this server has `w`'s objects at all (s3s-fs gets no S).
+    /// Whether this server has `w`'s objects at all (s3s-fs gets no S; the test kit server,
+    /// whose objects are its generated content, no written file).
     pub fn serves(&self, w: &Workload) -> bool {
-        !matches!(self, Server::S3 { .. }) || on_s3(w)
+        match self {
+            Server::Testkit { .. } => w.written().is_none(),
+            Server::Nginx { .. } => true,
+            Server::S3 { .. } => on_s3(w),
+        }
     }
 
     /// Whether every request must go through a proxy, which then does the counting.
@@ -415,6 +436,19 @@ impl Drop for Server {
             cleanup::stop(f);
         }
     }
+}
+
+/// Writes the workloads' written files (P's) into nginx's `www/` under `dir`.
+fn put_written(dir: &Path, workloads: &[Workload]) -> Result<(), String> {
+    for w in workloads {
+        if let Some(bytes) = w.written() {
+            for (name, _) in &w.objects {
+                let path = dir.join("www").join(name);
+                std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs `script start ENV_FILE` (see [`cleanup::start`]) and reads the env file it wrote; on a

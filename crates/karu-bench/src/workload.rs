@@ -1,6 +1,11 @@
 //! The workloads of issue 8, generated deterministically so that the parent (which plans and
 //! counts) and each child (which reads) build exactly the same reads from the same arguments.
 
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use karu_testkit::parquet;
+
 pub const KIB: u64 = 1 << 10;
 pub const MIB: u64 = 1 << 20;
 pub const GIB: u64 = 1 << 30;
@@ -25,6 +30,9 @@ pub enum Kind {
     Ends(u64, u64),
     /// D: the one object, whole, into a local file.
     Download,
+    /// P: the test kit's Parquet file (with this many rows per row group) read through a
+    /// Parquet reader: the projection, or (with the readers marked scan) every column.
+    Parquet(u64),
 }
 
 impl Workload {
@@ -33,8 +41,27 @@ impl Workload {
         match self.kind {
             Kind::Reads => self.reads.iter().map(|r| r.2).sum(),
             Kind::Ends(h, t) => self.objects.iter().map(|(_, s)| (h + t).min(*s)).sum(),
-            Kind::Download => self.objects.iter().map(|(_, s)| s).sum(),
+            Kind::Download | Kind::Parquet(_) => self.objects.iter().map(|(_, s)| s).sum(),
         }
+    }
+
+    /// The bytes of a workload whose object is a written file (P's Parquet file), which the
+    /// servers are given as they are; none where the object is the test kit's content.
+    pub fn written(&self) -> Option<&'static Bytes> {
+        match self.kind {
+            Kind::Parquet(rows) => Some(parquet_file(rows)),
+            _ => None,
+        }
+    }
+
+    /// The workload with its written file's size (P's); the others unchanged.
+    pub fn sized(mut self) -> Workload {
+        if let Some(bytes) = self.written() {
+            for object in &mut self.objects {
+                object.1 = bytes.len() as u64;
+            }
+        }
+        self
     }
 
     /// Number of reads (for E, two per object: head and tail; for D, one).
@@ -42,7 +69,7 @@ impl Workload {
         match self.kind {
             Kind::Reads => self.reads.len(),
             Kind::Ends(..) => 2 * self.objects.len(),
-            Kind::Download => 1,
+            Kind::Download | Kind::Parquet(_) => 1,
         }
     }
 }
@@ -57,6 +84,8 @@ pub struct Scale {
     pub columns: usize,
     pub ends_objects: usize,
     pub download_bytes: u64,
+    /// Rows per row group of P's Parquet file (20 row groups).
+    pub parquet_rows: u64,
 }
 
 impl Scale {
@@ -68,6 +97,7 @@ impl Scale {
         columns: 200,
         ends_objects: 100,
         download_bytes: GIB,
+        parquet_rows: parquet::ROWS,
     };
     /// A full run's default: the issue's R, H and E; S, C and D cut to a quarter of their bytes
     /// (250 reads, 50 chunks, 256 MiB) so that the whole matrix, 1 Gbit/s profiles included,
@@ -81,6 +111,7 @@ impl Scale {
         columns: 50,
         ends_objects: 100,
         download_bytes: 256 * MIB,
+        parquet_rows: parquet::ROWS,
     };
     pub const QUICK: Scale = Scale {
         name: "quick",
@@ -89,6 +120,8 @@ impl Scale {
         columns: 20,
         ends_objects: 20,
         download_bytes: 32 * MIB,
+        // A tenth of the rows: a ~5 MB file, same shape.
+        parquet_rows: parquet::ROWS / 10,
     };
 
     pub fn by_name(name: &str) -> Scale {
@@ -117,7 +150,14 @@ impl Rng {
     }
 }
 
-pub const IDS: [char; 6] = ['R', 'S', 'C', 'H', 'E', 'D'];
+pub const IDS: [char; 7] = ['R', 'S', 'C', 'H', 'E', 'D', 'P'];
+
+/// P's file: the name it is served under, and its bytes (written once per process; the writer
+/// is deterministic, so parent and children agree on them).
+pub fn parquet_file(rows: u64) -> &'static Bytes {
+    static FILE: OnceLock<Bytes> = OnceLock::new();
+    FILE.get_or_init(|| Bytes::from(parquet::file(rows)))
+}
 
 pub fn workload(id: char, scale: Scale) -> Workload {
     let one = |name: &str, size: u64| vec![(format!("karu-bench-{name}.bin"), size)];
@@ -215,6 +255,22 @@ pub fn workload(id: char, scale: Scale) -> Workload {
             objects: one("D", scale.download_bytes),
             reads: Vec::new(),
             kind: Kind::Download,
+        },
+        'P' => Workload {
+            id,
+            title: format!(
+                "Parquet file of {} row groups × 10 columns ({} rows each): {} columns of {} \
+                 row groups, and a full scan",
+                parquet::ROW_GROUPS,
+                scale.parquet_rows,
+                parquet::COLUMNS.len(),
+                parquet::SELECTED.len()
+            ),
+            // The size is the written file's, set by `sized` in the parent only: a reader's
+            // child reads by name, and writing the file there would count in its memory.
+            objects: vec![("karu-bench-P.parquet".into(), 0)],
+            reads: Vec::new(),
+            kind: Kind::Parquet(scale.parquet_rows),
         },
         _ => panic!("unknown workload {id}"),
     }

@@ -13,104 +13,22 @@ mod support;
 
 use std::sync::{Arc, OnceLock};
 
-use arrow_array::{
-    ArrayRef, BinaryArray, BooleanArray, Float32Array, Float64Array, Int16Array, Int32Array,
-    Int64Array, RecordBatch, StringArray,
-};
+use arrow_array::{Int64Array, RecordBatch, StringArray};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use karu_object_store::{KaruParquetReader, KaruStore};
+use karu_testkit::parquet::{COLUMNS, ROW_GROUPS, ROWS, SELECTED, text};
 use karu_testkit::{LatencyProxy, ProxyOptions};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::async_reader::{AsyncFileReader, ParquetObjectReader};
-use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder, ProjectionMask};
+use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
 
-const ROW_GROUPS: u64 = 20;
-const ROWS: u64 = 27_000;
-/// Two columns far apart (more than 1 MiB between them in each row group).
-const COLUMNS: [usize; 2] = [0, 8];
-const SELECTED: [usize; 5] = [1, 4, 7, 12, 19];
-
-/// A deterministic 64-bit value for (row, column): splitmix64.
-fn h(row: u64, col: u64) -> u64 {
-    let mut z = row.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ col.wrapping_mul(0xD1B5_4A32_D192_ED03);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// Column 8's text for a row: 0 to 40 characters.
-fn text(row: u64) -> String {
-    let v = h(row, 8);
-    format!("{v:016x}{v:016x}{v:08x}")[..(v % 41) as usize].to_owned()
-}
-
-fn row_group(g: u64) -> RecordBatch {
-    let rows = g * ROWS..(g + 1) * ROWS;
-    let col = |c: u64| rows.clone().map(move |r| h(r, c));
-    let columns: Vec<(&str, ArrayRef)> = vec![
-        (
-            "id",
-            Arc::new(Int64Array::from_iter_values(rows.clone().map(|r| r as i64))),
-        ),
-        (
-            "f64",
-            Arc::new(Float64Array::from_iter_values(
-                col(1).map(|v| v as f64 / 7.0),
-            )),
-        ),
-        (
-            "name",
-            Arc::new(StringArray::from_iter_values(
-                col(2).map(|v| format!("{v:016x}")),
-            )),
-        ),
-        (
-            "i32",
-            Arc::new(Int32Array::from_iter_values(col(3).map(|v| v as i32))),
-        ),
-        (
-            "flag",
-            Arc::new(BooleanArray::from_iter(col(4).map(|v| Some(v & 1 == 1)))),
-        ),
-        (
-            "blob",
-            Arc::new(BinaryArray::from_iter_values(
-                col(5).map(|v| v.to_le_bytes()[..6].repeat(2)),
-            )),
-        ),
-        (
-            "f32",
-            Arc::new(Float32Array::from_iter_values(col(6).map(|v| v as f32))),
-        ),
-        (
-            "ts",
-            Arc::new(Int64Array::from_iter_values(col(7).map(|v| v as i64))),
-        ),
-        (
-            "text",
-            Arc::new(StringArray::from_iter_values(rows.clone().map(text))),
-        ),
-        (
-            "i16",
-            Arc::new(Int16Array::from_iter_values(col(9).map(|v| v as i16))),
-        ),
-    ];
-    RecordBatch::try_from_iter(columns).unwrap()
-}
-
-/// The file's bytes, written once per test binary.
+/// The file's bytes (the test kit's Parquet file at full size), written once per test binary.
 fn file() -> &'static Bytes {
     static FILE: OnceLock<Bytes> = OnceLock::new();
     FILE.get_or_init(|| {
-        let mut out = Vec::new();
-        let mut writer = ArrowWriter::try_new(&mut out, row_group(0).schema(), None).unwrap();
-        for g in 0..ROW_GROUPS {
-            writer.write(&row_group(g)).unwrap();
-            writer.flush().unwrap(); // one row group per batch
-        }
-        writer.close().unwrap();
+        let out = karu_testkit::parquet::file(ROWS);
         assert!(
             (40 << 20..64 << 20).contains(&out.len()),
             "{} bytes",

@@ -28,6 +28,8 @@ pub mod hub;
 pub mod imds;
 pub mod keys;
 pub mod microsoft_token;
+#[cfg(feature = "parquet")]
+pub mod parquet;
 pub mod proxy;
 pub mod s3_responder;
 pub mod server;
