@@ -42,10 +42,10 @@ fn check_file(path: &Path, name: &str, offset: u64, size: u64) {
     content::check(name, offset, &data).unwrap();
 }
 
-/// The `Range` header of each chunk after the probe, as `(first, last)`, sorted.
-fn chunk_ranges(size: u64, probe: u64, chunk: u64) -> Vec<String> {
+/// The `Range` header of each chunk from visible offset `from` on (a chunk boundary).
+fn chunk_ranges(size: u64, from: u64, chunk: u64) -> Vec<String> {
     let mut out = Vec::new();
-    let mut start = probe;
+    let mut start = from;
     while start < size {
         let end = (start + chunk).min(size);
         out.push(format!("bytes={start}-{}", end - 1));
@@ -66,6 +66,8 @@ fn by_start(ranges: &mut [String]) {
     ranges.sort_by_key(|r| r[6..].split('-').next().unwrap().parse::<u64>().unwrap());
 }
 
+/// `Chunking::Always`: the first request reads the first chunk unpinned and is the probe;
+/// every other chunk is pinned to the ETag it proved, and the window bounds them all.
 #[test]
 fn the_probe_is_unpinned_every_chunk_is_pinned_and_the_window_is_bounded() {
     let server = RangeServer::start();
@@ -112,8 +114,8 @@ fn the_probe_is_unpinned_every_chunk_is_pinned_and_the_window_is_bounded() {
     assert!(server.max_in_flight() >= 2, "chunks run in parallel");
 
     let calls = calls.into_inner().unwrap();
-    assert!(calls.len() >= 2, "after the probe, on ticks and at the end");
-    assert_eq!(calls[0], (CHUNK, size));
+    assert!(calls.len() >= 2, "once the size is known, on ticks and at the end");
+    assert_eq!(calls[0], (0, size));
     assert!(calls.windows(2).all(|w| w[0].0 <= w[1].0 && w[1].1 == size));
     assert_eq!(calls.last().unwrap().0, size);
 
@@ -128,13 +130,15 @@ fn the_probe_is_unpinned_every_chunk_is_pinned_and_the_window_is_bounded() {
     assert_eq!((p.min, p.max, p.final_, p.cuts), (4, 4, 4, 0));
 }
 
+/// With chunks from the start, the first request is the first chunk (its body is the
+/// file's first bytes, however large the chunk), and the others follow it on the grid.
 #[test]
-fn the_probe_reads_at_most_one_mebibyte() {
+fn the_first_request_reads_the_first_chunk() {
     let server = RangeServer::start();
     let size = 5 << 20;
     let l = object(&server, &format!("/ok/big?size={size}"));
     let (_dir, dest) = scratch();
-    client(&[])
+    let result = client(&[])
         .download(&l, &dest, options(2 << 20, 8))
         .unwrap();
     check_file(&dest, "big", 0, size);
@@ -143,9 +147,11 @@ fn the_probe_reads_at_most_one_mebibyte() {
         .iter()
         .map(|r| r.range.clone().unwrap())
         .collect();
-    assert_eq!(ranges.remove(0), "bytes=0-1048575");
+    assert_eq!(ranges.remove(0), "bytes=0-2097151");
     ranges.sort();
-    assert_eq!(ranges, ["bytes=1048576-3145727", "bytes=3145728-5242879"]);
+    assert_eq!(ranges, ["bytes=2097152-4194303", "bytes=4194304-5242879"]);
+    assert_eq!(result.requests, 3);
+    assert_eq!(result.received_bytes, size, "no byte is read twice");
 }
 
 #[test]
@@ -409,11 +415,18 @@ fn resume_fetches_only_the_missing_chunks() {
     let kept = result.resumed_chunks;
     assert!((3..12).contains(&kept), "{kept}");
     assert_eq!(result.downloaded, size);
+    // The first request reads from the first missing chunk (unpinned: its answer is
+    // compared with the saved ETag), the rest are pinned chunks.
     let log = server.log();
-    assert_eq!(log[0].range.as_deref(), Some("bytes=0-65535"));
-    let mut ranges: Vec<String> = log[1..].iter().map(|r| r.range.clone().unwrap()).collect();
+    assert_eq!(
+        log[0].range,
+        Some(format!("bytes={}-{}", kept * CHUNK, (kept + 1) * CHUNK - 1))
+    );
+    assert_eq!(log[0].header("if-match"), None);
+    let mut ranges: Vec<String> = log.iter().map(|r| r.range.clone().unwrap()).collect();
     by_start(&mut ranges);
-    assert_eq!(ranges, chunk_ranges(size, (kept + 1) * CHUNK, CHUNK));
+    assert_eq!(ranges, chunk_ranges(size, kept * CHUNK, CHUNK));
+    assert_eq!(result.requests, log.len() as u64);
 }
 
 #[test]
@@ -430,7 +443,11 @@ fn resume_starts_over_when_the_object_changed() {
     let result = resumed(&c, &l, &dest);
     check_file(&dest, &versioned_name("changes", 1), 0, size);
     assert_eq!(result.resumed_chunks, 0);
-    assert_eq!(server.log().len(), 8, "every chunk again");
+    // The first request, from the resume point, shows another ETag: then every chunk again.
+    let log = server.log();
+    assert_eq!(log.len(), 1 + 8, "{log:?}");
+    assert!(log[0].range.as_deref() != Some("bytes=0-65535"));
+    assert_eq!(log[1].range.as_deref(), Some("bytes=0-65535"));
     assert_eq!(
         entries(dir.path()),
         ["out.bin"],
@@ -568,16 +585,9 @@ fn a_slow_stream_hands_the_rest_to_pinned_chunks_and_stops_where_they_begin() {
     );
     let tag = etag("measured", size, 0);
     let log = server.log();
-    assert_eq!(
-        log[0].range.as_deref(),
-        Some(format!("bytes=0-{}", chunk - 1).as_str())
-    );
-    assert_eq!(
-        log[1].range,
-        Some(format!("bytes={chunk}-{}", size - 1)),
-        "the stream"
-    );
-    assert!(log.len() > 3, "chunks joined the stream: {}", log.len());
+    assert_eq!(log[0].range.as_deref(), Some("bytes=0-"), "the stream");
+    assert_eq!(log[0].header("if-match"), None, "the stream is the probe");
+    assert!(log.len() > 2, "chunks joined the stream: {}", log.len());
     for r in &log[1..] {
         assert_eq!(r.header("if-match"), Some(tag.as_str()));
     }
@@ -616,18 +626,14 @@ fn a_measured_download_is_exact_and_pinned_whatever_it_decides() {
         )
         .unwrap();
     check_file(&dest, "fast", 0, size);
-    // Progress after the probe, as with chunks, and at the end.
+    // Progress once the size is known, as with chunks, and at the end.
     let calls = calls.into_inner().unwrap();
-    assert_eq!(calls.first(), Some(&(CHUNK, size)), "{calls:?}");
+    assert_eq!(calls.first(), Some(&(0, size)), "{calls:?}");
     assert_eq!(calls.last(), Some(&(size, size)), "{calls:?}");
     let tag = etag("fast", size, 0);
     let log = server.log();
     assert_eq!(log[0].header("if-match"), None, "the probe is not pinned");
-    assert_eq!(
-        log[1].range,
-        Some(format!("bytes={CHUNK}-{}", size - 1)),
-        "the stream"
-    );
+    assert_eq!(log[0].range.as_deref(), Some("bytes=0-"), "the stream");
     for r in &log[1..] {
         assert_eq!(r.header("if-match"), Some(tag.as_str()));
     }

@@ -45,6 +45,8 @@ pub(crate) enum ByteRange {
     },
     /// `bytes=-n`: the last `n` bytes.
     Suffix(u64),
+    /// `bytes=first-`: everything from `first` to the end of the object.
+    From(u64),
 }
 
 impl ByteRange {
@@ -53,6 +55,7 @@ impl ByteRange {
         match self {
             ByteRange::Span { first, last } => format!("bytes={first}-{last}"),
             ByteRange::Suffix(n) => format!("bytes=-{n}"),
+            ByteRange::From(first) => format!("bytes={first}-"),
         }
     }
 }
