@@ -694,7 +694,7 @@ impl Job<'_, '_> {
                 &mut result,
             )
             .await;
-        settle(chunks.in_flight).await;
+        settle(&chunks.in_flight).await;
         outcome?;
         temp.publish(self.dest, self.options.overwrite)?;
         Ok(result)
@@ -830,14 +830,14 @@ impl Job<'_, '_> {
         let (head, size) = match first {
             Ok(Ok(found)) => found,
             Ok(Err(range)) => {
-                settle(std::mem::take(&mut chunks.in_flight)).await;
+                settle(&chunks.in_flight).await;
                 stream.finish().await;
                 sidecar::remove(dest);
                 let stats = stream.counters.stats();
                 return self.empty(range, &stats, temp).await.map(Some);
             }
             Err(e) => {
-                settle(std::mem::take(&mut chunks.in_flight)).await;
+                settle(&chunks.in_flight).await;
                 stream.finish().await;
                 return Err(self.kept(e, temp, sidecar.is_some()));
             }
@@ -847,7 +847,7 @@ impl Job<'_, '_> {
             && (head.etag.as_deref() != Some(r.etag.as_str()) || r.size != size)
         {
             // Saved for another version: start over without it.
-            settle(std::mem::take(&mut chunks.in_flight)).await;
+            settle(&chunks.in_flight).await;
             stream.finish().await;
             drop(sidecar);
             sidecar::remove(dest);
@@ -875,7 +875,10 @@ impl Job<'_, '_> {
             if pin.is_none() && (stream.until < size || early) {
                 // No validator, and the stream does not cover the object: chunks could come
                 // from two versions. One stream of the whole object instead.
-                settle(std::mem::take(&mut chunks.in_flight)).await;
+                settle(&chunks.in_flight).await;
+                for f in chunks.in_flight.drain(..) {
+                    result.add(&f.batch.stats());
+                }
                 chunks.queue.clear();
                 return self
                     .whole(
@@ -919,7 +922,7 @@ impl Job<'_, '_> {
             .await
         }
         .await;
-        settle(std::mem::take(&mut chunks.in_flight)).await;
+        settle(&chunks.in_flight).await;
         stream.finish().await;
         let resumable = sidecar.is_some();
         drop(sidecar);
@@ -1495,12 +1498,12 @@ impl Budget {
 
 /// Cancels the chunks still in flight and waits until no worker holds them, so a download
 /// that stops (failure, deadline, cancellation) returns only once its requests are over.
-async fn settle(in_flight: Vec<InFlight>) {
-    for f in &in_flight {
+async fn settle(in_flight: &[InFlight]) {
+    for f in in_flight {
         f.batch.shared.cancel();
     }
     poll_fn(|cx| {
-        for f in &in_flight {
+        for f in in_flight {
             if f.batch.shared.poll_idle(cx).is_pending() {
                 return Poll::Pending;
             }
