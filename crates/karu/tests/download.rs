@@ -114,7 +114,10 @@ fn the_probe_is_unpinned_every_chunk_is_pinned_and_the_window_is_bounded() {
     assert!(server.max_in_flight() >= 2, "chunks run in parallel");
 
     let calls = calls.into_inner().unwrap();
-    assert!(calls.len() >= 2, "once the size is known, on ticks and at the end");
+    assert!(
+        calls.len() >= 2,
+        "once the size is known, on ticks and at the end"
+    );
     assert_eq!(calls[0], (0, size));
     assert!(calls.windows(2).all(|w| w[0].0 <= w[1].0 && w[1].1 == size));
     assert_eq!(calls.last().unwrap().0, size);
@@ -1233,8 +1236,14 @@ fn a_window_sends_its_chunks_at_once_and_checks_their_etag() {
     check_file(&dest, "win", 1000, len);
     let log = server.log();
     assert_eq!(log.len(), 5);
-    let unpinned = log.iter().filter(|r| r.header("if-match").is_none()).count();
-    assert!(unpinned >= 2, "the first request and the early chunks: {log:?}");
+    let unpinned = log
+        .iter()
+        .filter(|r| r.header("if-match").is_none())
+        .count();
+    assert!(
+        unpinned >= 2,
+        "the first request and the early chunks: {log:?}"
+    );
     let mut ranges: Vec<String> = log.iter().map(|r| r.range.clone().unwrap()).collect();
     by_start(&mut ranges);
     let expected: Vec<String> = (0..5)
@@ -1293,7 +1302,11 @@ fn a_window_without_validators_falls_back_to_one_whole_stream() {
     assert_eq!(result.etag, None);
     let log = server.log();
     let whole = format!("bytes=1000-{}", 1000 + len - 1);
-    assert_eq!(log.last().unwrap().range.as_deref(), Some(&*whole), "{log:?}");
+    assert_eq!(
+        log.last().unwrap().range.as_deref(),
+        Some(&*whole),
+        "{log:?}"
+    );
     assert_eq!(result.requests, log.len() as u64);
 }
 
@@ -1388,7 +1401,10 @@ fn the_link_estimate_splits_at_once_or_never() {
     c.read(&fast, 0, 8 << 20).unwrap();
     assert!(c.link_estimate(&fast).model.connection_rate >= 150_000_000);
     server.clear_log();
-    let slow = object(&server, &format!("/trickle/alone?size={}&rate=4000000", 2 << 20));
+    let slow = object(
+        &server,
+        &format!("/trickle/alone?size={}&rate=4000000", 2 << 20),
+    );
     let (_dir, dest) = scratch();
     c.download(
         &slow,

@@ -674,7 +674,7 @@ impl Job<'_, '_> {
         };
         let mut budget = self.budget(started, &layout);
         let ticker = Ticker::start(TICK)?;
-        let (mut temp, mut sidecar) = self.prepare(&layout)?;
+        let mut temp = self.prepare(&layout)?;
         let mut chunks = Chunks::new(self.options.parallelism);
         chunks.take_from(0, &layout);
         if layout.size > 0 {
@@ -683,7 +683,7 @@ impl Job<'_, '_> {
         let outcome = self
             .drive(
                 &mut temp,
-                sidecar.as_mut(),
+                None,
                 &layout,
                 None,
                 &mut chunks,
@@ -726,7 +726,8 @@ impl Job<'_, '_> {
             (None, Some(s)) => Some(woff.saturating_add(s.size)),
             _ => None,
         };
-        let (mut temp, resumed, mut sidecar) = self.resume_state(stat.as_ref())?;
+        let (mut temp, resumed, mut sidecar) =
+            self.resume_state(known_size, stat.as_ref().and_then(|s| s.etag.as_deref()))?;
         let mut chunks = Chunks::new(self.options.parallelism);
         // The resume point: the first chunk not written yet (the last one, if all were).
         let from = match &resumed {
@@ -1101,12 +1102,13 @@ impl Job<'_, '_> {
         outcome
     }
 
-    /// A saved resume state that fits (same ETag and size as the caller's stat, when one is
-    /// given): the temporary file, what was saved, and the sidecar to record new chunks in.
+    /// A saved resume state that fits (the same size and ETag as already known, when they
+    /// are): the temporary file, what was saved, and the sidecar to record new chunks in.
     /// Otherwise a fresh temporary file (and any saved state removed).
     fn resume_state(
         &self,
-        stat: Option<&ObjectInfo>,
+        size: Option<u64>,
+        etag: Option<&str>,
     ) -> Result<(Temp, Option<Saved>, Option<Sidecar>)> {
         let dest = self.dest;
         if self.options.resume
@@ -1115,9 +1117,8 @@ impl Job<'_, '_> {
             let old = temp::part_path(dest, &saved.temp_id);
             let fits = saved.chunk_size == self.options.chunk_size
                 && saved.size > 0
-                && stat.is_none_or(|s| {
-                    s.size == saved.size && s.etag.as_deref() == Some(saved.etag.as_str())
-                });
+                && size.is_none_or(|s| s == saved.size)
+                && etag.is_none_or(|t| t == saved.etag);
             if fits
                 && let Ok(temp) = Temp::reopen(old.clone())
                 && temp.len().ok() == Some(saved.size)
@@ -1134,7 +1135,7 @@ impl Job<'_, '_> {
 
     /// A fresh temporary file of the layout's size for a local file, after removing any
     /// saved resume state (a local file has no ETag: a later call could not tell its version).
-    fn prepare(&self, layout: &Layout) -> Result<(Temp, Option<Sidecar>)> {
+    fn prepare(&self, layout: &Layout) -> Result<Temp> {
         let dest = self.dest;
         if let Some(saved) = sidecar::load(dest).filter(|_| self.options.resume) {
             let _ = std::fs::remove_file(temp::part_path(dest, &saved.temp_id));
@@ -1143,7 +1144,7 @@ impl Job<'_, '_> {
         let temp = Temp::create(dest)?;
         temp.set_len(layout.size)
             .map_err(|e| io_error(dest, "cannot size temporary output", e))?;
-        Ok((temp, None))
+        Ok(temp)
     }
 
     /// What the link estimate says before a byte is read: `Some(true)` when one stream is
