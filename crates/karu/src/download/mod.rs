@@ -1429,20 +1429,20 @@ fn split(bytes: u64, elapsed: Duration) -> bool {
 const SPLIT_GAIN: f64 = 1.5;
 
 /// The link estimate's word on splitting, before a byte is read: `Some(false)` when its
-/// measured connections run at [`FAST_STREAM`] or more (one stream keeps up), `Some(true)`
-/// when they are slower and parallel bodies were measured to carry [`SPLIT_GAIN`] times
-/// more, `None` (measure the stream) when it has no such samples.
+/// measured connections run at [`FAST_STREAM`] or more and no measurement shows the link
+/// carrying [`SPLIT_GAIN`] times more (one stream keeps up), `Some(true)` when they are
+/// slower and parallel bodies were measured to carry that much more, `None` (measure the
+/// stream) otherwise.
 fn verdict(e: &LinkEstimate) -> Option<bool> {
     if e.rate_samples == 0 {
         return None;
     }
     let connection = e.model.connection_rate as f64;
-    if connection >= FAST_STREAM {
-        Some(false)
-    } else if e.total_samples > 0 && e.model.total_rate as f64 >= SPLIT_GAIN * connection {
-        Some(true)
-    } else {
-        None
+    let more = e.total_samples > 0 && e.model.total_rate as f64 >= SPLIT_GAIN * connection;
+    match (connection >= FAST_STREAM, more) {
+        (true, false) => Some(false),
+        (false, true) => Some(true),
+        _ => None,
     }
 }
 
@@ -1582,9 +1582,12 @@ mod tests {
         assert_eq!(verdict(&estimate(10_000_000, 1_000_000_000, 0, 0)), None);
         // Connections at 500 MB/s keep up with the link: never split.
         assert_eq!(
-            verdict(&estimate(500_000_000, 2_000_000_000, 4, 4)),
+            verdict(&estimate(500_000_000, 600_000_000, 4, 4)),
             Some(false)
         );
+        assert_eq!(verdict(&estimate(500_000_000, 0, 4, 0)), Some(false));
+        // Fast connections on a link measured to carry far more: measure the stream.
+        assert_eq!(verdict(&estimate(500_000_000, 2_000_000_000, 4, 4)), None);
         // 60 MB/s connections on a link measured at 400 MB/s: split at once.
         assert_eq!(
             verdict(&estimate(60_000_000, 400_000_000, 4, 2)),
