@@ -14,13 +14,13 @@
 //! headers arrive, or with the first request when the size is already known (a window, or
 //! a [`DownloadOptions::stat`]).
 
+mod chunks;
 mod sidecar;
 mod stream;
 mod temp;
 mod tick;
 mod window;
 
-use std::collections::{BTreeSet, VecDeque};
 use std::future::{Future, poll_fn};
 use std::path::Path;
 use std::pin::Pin;
@@ -34,13 +34,12 @@ use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 use crate::plan::LinkEstimate;
 use crate::probe::ObjectInfo;
-use crate::read::Read;
 use crate::validate::condition::Condition;
+use chunks::{Chunks, InFlight, settle};
 use sidecar::{Saved, Sidecar};
 use stream::{Head, Line};
 use temp::{Temp, io_error};
 use tick::Ticker;
-use window::Window;
 
 /// Default chunk size: 8 MiB (`KARU_DOWNLOAD_CHUNK_SIZE_DEFAULT`).
 pub const DEFAULT_CHUNK_SIZE: u64 = 8 << 20;
@@ -418,101 +417,6 @@ impl Layout {
     }
 }
 
-/// A chunk in flight: its batch of one read.
-struct InFlight {
-    index: u64,
-    seq: u64,
-    batch: Batch,
-    /// Sent before the stream's answer proved a version, without a pin: its answer must
-    /// carry that version's strong ETag.
-    unproven: bool,
-}
-
-/// The chunks of a download: those waiting, those in flight, and the throttling window.
-struct Chunks {
-    queue: VecDeque<u64>,
-    in_flight: Vec<InFlight>,
-    window: Window,
-    buffers: Vec<Vec<u8>>,
-    /// No submission before this: a `Retry-After`, or a pause while nothing is served.
-    hold: Option<Instant>,
-    /// Whether any chunk was sent.
-    used: bool,
-    /// Chunks an earlier call wrote (resume): never read again.
-    skip: BTreeSet<u64>,
-}
-
-impl Chunks {
-    fn new(parallelism: u64) -> Chunks {
-        Chunks {
-            queue: VecDeque::new(),
-            in_flight: Vec::new(),
-            window: Window::new(parallelism),
-            buffers: Vec::new(),
-            hold: None,
-            used: false,
-            skip: BTreeSet::new(),
-        }
-    }
-
-    /// Queues every chunk from the first one starting at or after visible offset `at`.
-    fn take_from(&mut self, at: u64, layout: &Layout) {
-        if let Some(first) = layout.first_chunk_from(at) {
-            self.queue = (first..layout.count())
-                .filter(|i| !self.skip.contains(i))
-                .collect();
-        }
-    }
-
-    /// Sends queued chunks while the window has room; a running stream takes one slot.
-    fn submit(
-        &mut self,
-        client: &Client,
-        locator: &Locator,
-        layout: &Layout,
-        pin: Option<&Condition>,
-        stream_running: bool,
-    ) -> Result<()> {
-        let now = Instant::now();
-        if self.hold.is_some_and(|h| h <= now) {
-            self.hold = None;
-        }
-        let room = self
-            .window
-            .window()
-            .saturating_sub(u64::from(stream_running))
-            .max(1);
-        while self.hold.is_none()
-            && (self.in_flight.len() as u64) < room
-            && let Some(index) = self.queue.pop_front()
-        {
-            let (offset, length) = layout.span(index);
-            let mut read = Read::new(locator, offset, length)
-                .into_buffer(self.buffers.pop().unwrap_or_default());
-            if let Some(pin) = pin {
-                read = read.pinned(pin.clone());
-            }
-            let batch = client.submit_chunk(read)?;
-            self.used = true;
-            self.in_flight.push(InFlight {
-                index,
-                seq: self.window.submit(),
-                batch,
-                unproven: pin.is_none(),
-            });
-        }
-        Ok(())
-    }
-
-    /// Bytes received so far by the chunks in flight (each at most its length).
-    fn live(&self, layout: &Layout) -> u64 {
-        self.in_flight
-            .iter()
-            .map(|f| f.batch.stats().received_bytes.min(layout.span(f.index).1))
-            .sum()
-    }
-}
-
 /// What the wait in [`Job::drive`] saw.
 enum Event {
     /// The stream ended (its outcome is in [`Stream::outcome`]).
@@ -795,7 +699,8 @@ impl Job<'_, '_> {
             if early && let Some(size) = known_size {
                 let layout = Layout { size, chunk };
                 chunks.take_from(from + 1, &layout);
-                chunks.submit(client, locator, &layout, known_pin.as_ref(), true)?;
+                chunks.beside = true;
+                chunks.submit(client, locator, &layout, known_pin.as_ref())?;
             }
             let head = match self.head(&mut stream, &ticker, started).await {
                 Ok(head) => head,
@@ -1199,7 +1104,8 @@ impl Job<'_, '_> {
             if !running && chunks.queue.is_empty() && chunks.in_flight.is_empty() {
                 break;
             }
-            chunks.submit(self.client, self.locator, layout, pin, running)?;
+            chunks.beside = running;
+            chunks.submit(self.client, self.locator, layout, pin)?;
             let event = poll_fn(|cx| {
                 if let Some((s, _)) = stream.as_mut()
                     && !s.done
@@ -1350,9 +1256,7 @@ impl Job<'_, '_> {
             // Throttled: the chunk goes back to the front, holding no slot, and waits for
             // `Retry-After` or for the lowered window to have room.
             let now = Instant::now();
-            chunks
-                .window
-                .throttled(seq, chunks.in_flight.len() as u64, now);
+            chunks.window.throttled(seq, chunks.requests(), now);
             chunks.queue.push_front(index);
             // Sent again as a new transfer: a retry, though not one of the exchange's.
             result.retries = result.retries.saturating_add(1);
@@ -1495,23 +1399,6 @@ impl Budget {
             ),
         ))
     }
-}
-
-/// Cancels the chunks still in flight and waits until no worker holds them, so a download
-/// that stops (failure, deadline, cancellation) returns only once its requests are over.
-async fn settle(in_flight: &[InFlight]) {
-    for f in in_flight {
-        f.batch.shared.cancel();
-    }
-    poll_fn(|cx| {
-        for f in in_flight {
-            if f.batch.shared.poll_idle(cx).is_pending() {
-                return Poll::Pending;
-            }
-        }
-        Poll::Ready(())
-    })
-    .await
 }
 
 /// Runs a future on this thread, parking between wake-ups.
