@@ -421,6 +421,7 @@ fn get(
         progress: Some(Box::new(progress)),
         deadline: base.deadline,
         max_throttled: base.max_throttled,
+        stat: base.stat.clone(),
     };
     let result = client.download(&object, dest, options);
     if let Some(bar) = &bar {

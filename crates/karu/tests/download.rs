@@ -42,10 +42,10 @@ fn check_file(path: &Path, name: &str, offset: u64, size: u64) {
     content::check(name, offset, &data).unwrap();
 }
 
-/// The `Range` header of each chunk after the probe, as `(first, last)`, sorted.
-fn chunk_ranges(size: u64, probe: u64, chunk: u64) -> Vec<String> {
+/// The `Range` header of each chunk from visible offset `from` on (a chunk boundary).
+fn chunk_ranges(size: u64, from: u64, chunk: u64) -> Vec<String> {
     let mut out = Vec::new();
-    let mut start = probe;
+    let mut start = from;
     while start < size {
         let end = (start + chunk).min(size);
         out.push(format!("bytes={start}-{}", end - 1));
@@ -66,6 +66,8 @@ fn by_start(ranges: &mut [String]) {
     ranges.sort_by_key(|r| r[6..].split('-').next().unwrap().parse::<u64>().unwrap());
 }
 
+/// `Chunking::Always`: the first request reads the first chunk unpinned and is the probe;
+/// every other chunk is pinned to the ETag it proved, and the window bounds them all.
 #[test]
 fn the_probe_is_unpinned_every_chunk_is_pinned_and_the_window_is_bounded() {
     let server = RangeServer::start();
@@ -112,8 +114,11 @@ fn the_probe_is_unpinned_every_chunk_is_pinned_and_the_window_is_bounded() {
     assert!(server.max_in_flight() >= 2, "chunks run in parallel");
 
     let calls = calls.into_inner().unwrap();
-    assert!(calls.len() >= 2, "after the probe, on ticks and at the end");
-    assert_eq!(calls[0], (CHUNK, size));
+    assert!(
+        calls.len() >= 2,
+        "once the size is known, on ticks and at the end"
+    );
+    assert_eq!(calls[0], (0, size));
     assert!(calls.windows(2).all(|w| w[0].0 <= w[1].0 && w[1].1 == size));
     assert_eq!(calls.last().unwrap().0, size);
 
@@ -128,13 +133,15 @@ fn the_probe_is_unpinned_every_chunk_is_pinned_and_the_window_is_bounded() {
     assert_eq!((p.min, p.max, p.final_, p.cuts), (4, 4, 4, 0));
 }
 
+/// With chunks from the start, the first request is the first chunk (its body is the
+/// file's first bytes, however large the chunk), and the others follow it on the grid.
 #[test]
-fn the_probe_reads_at_most_one_mebibyte() {
+fn the_first_request_reads_the_first_chunk() {
     let server = RangeServer::start();
     let size = 5 << 20;
     let l = object(&server, &format!("/ok/big?size={size}"));
     let (_dir, dest) = scratch();
-    client(&[])
+    let result = client(&[])
         .download(&l, &dest, options(2 << 20, 8))
         .unwrap();
     check_file(&dest, "big", 0, size);
@@ -143,9 +150,11 @@ fn the_probe_reads_at_most_one_mebibyte() {
         .iter()
         .map(|r| r.range.clone().unwrap())
         .collect();
-    assert_eq!(ranges.remove(0), "bytes=0-1048575");
+    assert_eq!(ranges.remove(0), "bytes=0-2097151");
     ranges.sort();
-    assert_eq!(ranges, ["bytes=1048576-3145727", "bytes=3145728-5242879"]);
+    assert_eq!(ranges, ["bytes=2097152-4194303", "bytes=4194304-5242879"]);
+    assert_eq!(result.requests, 3);
+    assert_eq!(result.received_bytes, size, "no byte is read twice");
 }
 
 #[test]
@@ -409,11 +418,18 @@ fn resume_fetches_only_the_missing_chunks() {
     let kept = result.resumed_chunks;
     assert!((3..12).contains(&kept), "{kept}");
     assert_eq!(result.downloaded, size);
+    // The first request reads from the first missing chunk (unpinned: its answer is
+    // compared with the saved ETag), the rest are pinned chunks.
     let log = server.log();
-    assert_eq!(log[0].range.as_deref(), Some("bytes=0-65535"));
-    let mut ranges: Vec<String> = log[1..].iter().map(|r| r.range.clone().unwrap()).collect();
+    assert_eq!(
+        log[0].range,
+        Some(format!("bytes={}-{}", kept * CHUNK, (kept + 1) * CHUNK - 1))
+    );
+    assert_eq!(log[0].header("if-match"), None);
+    let mut ranges: Vec<String> = log.iter().map(|r| r.range.clone().unwrap()).collect();
     by_start(&mut ranges);
-    assert_eq!(ranges, chunk_ranges(size, (kept + 1) * CHUNK, CHUNK));
+    assert_eq!(ranges, chunk_ranges(size, kept * CHUNK, CHUNK));
+    assert_eq!(result.requests, log.len() as u64);
 }
 
 #[test]
@@ -430,7 +446,11 @@ fn resume_starts_over_when_the_object_changed() {
     let result = resumed(&c, &l, &dest);
     check_file(&dest, &versioned_name("changes", 1), 0, size);
     assert_eq!(result.resumed_chunks, 0);
-    assert_eq!(server.log().len(), 8, "every chunk again");
+    // The first request, from the resume point, shows another ETag: then every chunk again.
+    let log = server.log();
+    assert_eq!(log.len(), 1 + 8, "{log:?}");
+    assert!(log[0].range.as_deref() != Some("bytes=0-65535"));
+    assert_eq!(log[1].range.as_deref(), Some("bytes=0-65535"));
     assert_eq!(
         entries(dir.path()),
         ["out.bin"],
@@ -568,16 +588,9 @@ fn a_slow_stream_hands_the_rest_to_pinned_chunks_and_stops_where_they_begin() {
     );
     let tag = etag("measured", size, 0);
     let log = server.log();
-    assert_eq!(
-        log[0].range.as_deref(),
-        Some(format!("bytes=0-{}", chunk - 1).as_str())
-    );
-    assert_eq!(
-        log[1].range,
-        Some(format!("bytes={chunk}-{}", size - 1)),
-        "the stream"
-    );
-    assert!(log.len() > 3, "chunks joined the stream: {}", log.len());
+    assert_eq!(log[0].range.as_deref(), Some("bytes=0-"), "the stream");
+    assert_eq!(log[0].header("if-match"), None, "the stream is the probe");
+    assert!(log.len() > 2, "chunks joined the stream: {}", log.len());
     for r in &log[1..] {
         assert_eq!(r.header("if-match"), Some(tag.as_str()));
     }
@@ -616,18 +629,14 @@ fn a_measured_download_is_exact_and_pinned_whatever_it_decides() {
         )
         .unwrap();
     check_file(&dest, "fast", 0, size);
-    // Progress after the probe, as with chunks, and at the end.
+    // Progress once the size is known, as with chunks, and at the end.
     let calls = calls.into_inner().unwrap();
-    assert_eq!(calls.first(), Some(&(CHUNK, size)), "{calls:?}");
+    assert_eq!(calls.first(), Some(&(0, size)), "{calls:?}");
     assert_eq!(calls.last(), Some(&(size, size)), "{calls:?}");
     let tag = etag("fast", size, 0);
     let log = server.log();
     assert_eq!(log[0].header("if-match"), None, "the probe is not pinned");
-    assert_eq!(
-        log[1].range,
-        Some(format!("bytes={CHUNK}-{}", size - 1)),
-        "the stream"
-    );
+    assert_eq!(log[0].range.as_deref(), Some("bytes=0-"), "the stream");
     for r in &log[1..] {
         assert_eq!(r.header("if-match"), Some(tag.as_str()));
     }
@@ -1089,4 +1098,328 @@ fn a_throttled_chunk_waits_for_retry_after_outside_its_exchange() {
         .map(|r| r.status)
         .collect::<Vec<_>>();
     assert_eq!(again, [503, 206]);
+}
+
+/// A fast stream is the whole download: one request from the first byte, unpinned (it is
+/// the probe), and every byte is right.
+#[test]
+fn a_fast_download_is_one_request_from_its_first_byte() {
+    let server = RangeServer::start();
+    let size = (3 << 20) + 5;
+    let l = object(&server, &format!("/ok/one?size={size}"));
+    let (dir, dest) = scratch();
+    let result = client(&[])
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                chunk_size: CHUNK,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    check_file(&dest, "one", 0, size);
+    assert_eq!(entries(dir.path()), ["out.bin"]);
+    let log = server.log();
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0].range.as_deref(), Some("bytes=0-"));
+    assert_eq!(log[0].header("if-match"), None);
+    assert_eq!(log[0].status, 206);
+    assert_eq!(result.requests, 1);
+    assert_eq!(result.received_bytes, size);
+    assert_eq!(result.etag, Some(etag("one", size, 0)));
+    let p = result.parallelism;
+    assert_eq!((p.min, p.max, p.final_, p.cuts), (1, 1, 1, 0));
+}
+
+/// With the caller's stat and `Chunking::Always` there is no probe: every request is a
+/// chunk pinned to the stat's ETag, and they all go out at once (one server delay, not
+/// one for a probe and one for the chunks).
+#[test]
+fn a_known_size_with_always_sends_every_chunk_pinned_at_once() {
+    let server = RangeServer::start();
+    let size = 4 * CHUNK;
+    let l = object(&server, &format!("/ok/known?size={size}&delay_ms=500"));
+    let c = client(&[]);
+    let info = c.stat(&l).unwrap();
+    server.clear_log();
+    server.reset_max_in_flight();
+    let (_dir, dest) = scratch();
+    let started = std::time::Instant::now();
+    let result = c
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                stat: Some(info),
+                ..options(CHUNK, 4)
+            },
+        )
+        .unwrap();
+    let took = started.elapsed();
+    check_file(&dest, "known", 0, size);
+    let tag = etag("known", size, 0);
+    let log = server.log();
+    let mut ranges: Vec<String> = log
+        .iter()
+        .map(|r| {
+            assert_eq!(r.header("if-match"), Some(tag.as_str()));
+            r.range.clone().unwrap()
+        })
+        .collect();
+    by_start(&mut ranges);
+    assert_eq!(ranges, chunk_ranges(size, 0, CHUNK));
+    assert_eq!(server.max_in_flight(), 4, "the chunks went out together");
+    assert!(
+        took < std::time::Duration::from_millis(950),
+        "one delay: {took:?}"
+    );
+    assert_eq!(result.requests, 4);
+    assert_eq!(result.etag, Some(tag));
+}
+
+/// A stat of an older version pins the first request too: the change is `Precondition`,
+/// or, with `OnChange::Restart`, a download of the new version without the stale stat.
+#[test]
+fn a_stale_stat_is_precondition_or_a_restart_on_the_new_version() {
+    let server = RangeServer::start();
+    let size = 4 * CHUNK + 3;
+    server.register("moved", size);
+    let l = object(&server, "/ok/moved");
+    let c = client(&[]);
+    let info = c.stat(&l).unwrap();
+    server.set_version("moved", 1);
+    for chunking in [Chunking::Always, Chunking::Measured] {
+        let (dir, dest) = scratch();
+        let err = c
+            .download(
+                &l,
+                &dest,
+                DownloadOptions {
+                    stat: Some(info.clone()),
+                    chunking,
+                    ..options(CHUNK, 4)
+                },
+            )
+            .unwrap_err();
+        assert_eq!(err.status(), Status::Precondition, "{err}");
+        assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+        let result = c
+            .download(
+                &l,
+                &dest,
+                DownloadOptions {
+                    stat: Some(info.clone()),
+                    chunking,
+                    on_change: OnChange::Restart,
+                    ..options(CHUNK, 4)
+                },
+            )
+            .unwrap();
+        check_file(&dest, &versioned_name("moved", 1), 0, size);
+        assert_eq!(result.etag, Some(etag("moved", size, 1)));
+    }
+}
+
+/// A window gives the size: with `Chunking::Always` its chunks go out with the first
+/// request, unpinned, and each answer must carry the ETag the first answer proved.
+#[test]
+fn a_window_sends_its_chunks_at_once_and_checks_their_etag() {
+    let server = RangeServer::start();
+    let len = 4 * CHUNK + 5;
+    let window = |path: &str| {
+        Locator::parse(&format!("/vsisubfile/1000_{len},{}", server.url(path))).unwrap()
+    };
+    let l = window(&format!("/ok/win?size={}&delay_ms=300", 10 * CHUNK));
+    let (_dir, dest) = scratch();
+    let result = client(&[]).download(&l, &dest, options(CHUNK, 4)).unwrap();
+    check_file(&dest, "win", 1000, len);
+    let log = server.log();
+    assert_eq!(log.len(), 5);
+    let unpinned = log
+        .iter()
+        .filter(|r| r.header("if-match").is_none())
+        .count();
+    assert!(
+        unpinned >= 2,
+        "the first request and the early chunks: {log:?}"
+    );
+    let mut ranges: Vec<String> = log.iter().map(|r| r.range.clone().unwrap()).collect();
+    by_start(&mut ranges);
+    let expected: Vec<String> = (0..5)
+        .map(|i| {
+            let first = 1000 + i * CHUNK;
+            let last = (first + CHUNK).min(1000 + len) - 1;
+            format!("bytes={first}-{last}")
+        })
+        .collect();
+    assert_eq!(ranges, expected);
+    assert_eq!(result.requests, 5);
+
+    // From the second request on the object is version 1: the answers disagree. Four
+    // chunks at parallelism 4: every request goes out before the first answer, so only
+    // their ETags show the change.
+    let moving = Locator::parse(&format!(
+        "/vsisubfile/1000_{},{}",
+        4 * CHUNK,
+        server.url(&format!("/etag-change/wmove?size={}&at=1", 10 * CHUNK))
+    ))
+    .unwrap();
+    let (dir, dest) = scratch();
+    let err = client(&[])
+        .download(&moving, &dest, options(CHUNK, 4))
+        .unwrap_err();
+    assert_eq!(err.status(), Status::Precondition, "{err}");
+    assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+    let result = client(&[])
+        .download(
+            &moving,
+            &dest,
+            DownloadOptions {
+                on_change: OnChange::Restart,
+                ..options(CHUNK, 4)
+            },
+        )
+        .unwrap();
+    check_file(&dest, &versioned_name("wmove", 1), 1000, 4 * CHUNK);
+    assert_eq!(result.etag, Some(etag("wmove", 10 * CHUNK, 1)));
+}
+
+/// Early chunks of a window whose server sends no validator cannot be proven: the object
+/// is read again in one stream of the whole window.
+#[test]
+fn a_window_without_validators_falls_back_to_one_whole_stream() {
+    let server = RangeServer::start();
+    let len = 4 * CHUNK + 5;
+    let l = Locator::parse(&format!(
+        "/vsisubfile/1000_{len},{}",
+        server.url(&format!("/ok/bare?size={}&etag=none", 10 * CHUNK))
+    ))
+    .unwrap();
+    let (_dir, dest) = scratch();
+    let result = client(&[]).download(&l, &dest, options(CHUNK, 4)).unwrap();
+    check_file(&dest, "bare", 1000, len);
+    assert_eq!(result.etag, None);
+    let log = server.log();
+    let whole = format!("bytes=1000-{}", 1000 + len - 1);
+    assert_eq!(
+        log.last().unwrap().range.as_deref(),
+        Some(&*whole),
+        "{log:?}"
+    );
+    assert_eq!(result.requests, log.len() as u64);
+}
+
+/// A streamed (measured) download interrupted after a few chunks' worth resumes from the
+/// first chunk the stream had not finished, in one request.
+#[test]
+fn an_interrupted_stream_resumes_from_the_chunks_it_wrote() {
+    let server = RangeServer::start();
+    let size = 32 * CHUNK + 17;
+    server.register("streamed", size);
+    let (dir, dest) = scratch();
+    let c = client(&[]);
+    let slow = object(&server, "/trickle/streamed?rate=1000000");
+    let err = c
+        .download(
+            &slow,
+            &dest,
+            DownloadOptions {
+                chunk_size: CHUNK,
+                resume: true,
+                // Cancelled after two chunks' worth, before the rate is judged.
+                progress: Some(Box::new(|done, _| done < 2 * CHUNK)),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert_eq!(err.status(), Status::Cancelled, "{err}");
+    assert_eq!(entries(dir.path()).len(), 2, "{:?}", entries(dir.path()));
+    assert_eq!(server.log().len(), 1);
+    server.clear_log();
+    let fast = object(&server, "/ok/streamed");
+    let result = c
+        .download(
+            &fast,
+            &dest,
+            DownloadOptions {
+                chunk_size: CHUNK,
+                resume: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    check_file(&dest, "streamed", 0, size);
+    assert_eq!(entries(dir.path()), ["out.bin"]);
+    let kept = result.resumed_chunks;
+    assert!(kept >= 2, "{result:?}");
+    let log = server.log();
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0].range, Some(format!("bytes={}-", kept * CHUNK)));
+    assert_eq!(result.received_bytes, size - kept * CHUNK);
+}
+
+/// The link estimate decides before a byte is read: connections measured slow on a link
+/// measured to carry more split a measured download at once (its first request reads one
+/// chunk); connections measured fast keep a slow stream whole.
+#[test]
+fn the_link_estimate_splits_at_once_or_never() {
+    let server = RangeServer::start();
+    let size = 8 * CHUNK;
+    let chunk = 512 << 10;
+    // Four 512 KiB bodies side by side at 2 MB/s each: slow connections, a faster link.
+    let c = client(&[("KARU_COALESCE_GAP", "0")]);
+    server.register("measure", 4 << 20);
+    let trickle = object(&server, "/trickle/measure?rate=2000000");
+    let reads = (0..4)
+        .map(|i| karu::Read::new(&trickle, i * (1 << 20), chunk))
+        .collect();
+    c.fetch(reads).unwrap();
+    let e = c.link_estimate(&trickle);
+    assert!(e.rate_samples > 0 && e.total_samples > 0, "{e:?}");
+    server.clear_log();
+    let l = object(&server, &format!("/ok/soon?size={size}"));
+    let (_dir, dest) = scratch();
+    let result = c
+        .download(
+            &l,
+            &dest,
+            DownloadOptions {
+                chunk_size: CHUNK,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    check_file(&dest, "soon", 0, size);
+    let log = server.log();
+    assert_eq!(log[0].range.as_deref(), Some("bytes=0-65535"), "{log:?}");
+    assert_eq!(result.requests, 8);
+
+    // A fresh client that saw a fast connection keeps even a slow stream whole.
+    let c = client(&[]);
+    let fast = object(&server, &format!("/ok/quick?size={}", 8 << 20));
+    c.read(&fast, 0, 8 << 20).unwrap();
+    let measured = c.link_estimate(&fast).model.connection_rate;
+    if measured < 150_000_000 {
+        // A loaded machine slowed the loopback read: the estimate rightly says nothing.
+        eprintln!("the fast read ran at {measured} B/s: the second half shows nothing");
+        return;
+    }
+    server.clear_log();
+    let slow = object(
+        &server,
+        &format!("/trickle/alone?size={}&rate=4000000", 2 << 20),
+    );
+    let (_dir, dest) = scratch();
+    c.download(
+        &slow,
+        &dest,
+        DownloadOptions {
+            chunk_size: CHUNK,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    check_file(&dest, "alone", 0, 2 << 20);
+    assert_eq!(server.log().len(), 1, "{:?}", server.log());
 }

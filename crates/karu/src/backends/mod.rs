@@ -45,6 +45,8 @@ pub(crate) enum ByteRange {
     },
     /// `bytes=-n`: the last `n` bytes.
     Suffix(u64),
+    /// `bytes=first-`: everything from `first` to the end of the object.
+    From(u64),
 }
 
 impl ByteRange {
@@ -63,6 +65,10 @@ impl ByteRange {
             ByteRange::Suffix(n) => {
                 value.push('-');
                 value.push_str(&n.to_string());
+            }
+            ByteRange::From(first) => {
+                value.push_str(&first.to_string());
+                value.push('-');
             }
         }
         value

@@ -1,22 +1,30 @@
-//! `Client::download`: one object into one file, read as parallel ranged chunks that are all
-//! pinned to the version a first probe saw (by its strong ETag with `If-Match`, else by its
-//! `Last-Modified` and size with `If-Unmodified-Since`; with neither, one stream), written
-//! positionally into a temporary file beside the destination and published atomically
-//! (spec §6, plus throttling-aware parallelism, resume across calls and a choice of what to
-//! do when the object changes).
+//! `Client::download`: one object into one file, written positionally into a temporary file
+//! beside the destination and published atomically (spec §6, plus throttling-aware
+//! parallelism, resume across calls and a choice of what to do when the object changes).
+//!
+//! The first request is both the probe and the first stream: it asks for the object from
+//! its first byte (or from the resume point), its headers give the size and the version
+//! (strong ETag, else `Last-Modified` and size), and its body goes straight into the file.
+//! Where one stream is as fast as the link, that one request is the whole download. Where
+//! it proves slower (its measured rate, or the client's link estimate), parallel chunks
+//! take the tail beside it, each pinned to the version the stream's answer proved
+//! (`If-Match`, else `If-Unmodified-Since`; with neither validator, one stream only), and
+//! the stream stops where they begin. With [`Chunking::Always`], or a link estimate that
+//! says one stream is slower than the link, chunks go out as soon as the first answer's
+//! headers arrive, or with the first request when the size is already known (a window, or
+//! a [`DownloadOptions::stat`]).
 
+mod chunks;
 mod sidecar;
 mod stream;
 mod temp;
 mod tick;
 mod window;
 
-use std::collections::{BTreeSet, VecDeque};
 use std::future::{Future, poll_fn};
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
@@ -24,20 +32,19 @@ use crate::batch::{Batch, BatchStats, Completion, Shared};
 use crate::client::Client;
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
-use crate::probe::Ends;
-use crate::read::Read;
+use crate::plan::LinkEstimate;
+use crate::probe::ObjectInfo;
 use crate::validate::condition::Condition;
-use sidecar::Sidecar;
+use chunks::{Chunks, InFlight, settle};
+use sidecar::{Saved, Sidecar};
+use stream::{Head, Line};
 use temp::{Temp, io_error};
 use tick::Ticker;
-use window::Window;
 
 /// Default chunk size: 8 MiB (`KARU_DOWNLOAD_CHUNK_SIZE_DEFAULT`).
 pub const DEFAULT_CHUNK_SIZE: u64 = 8 << 20;
 /// Default number of chunks in flight (`KARU_DOWNLOAD_PARALLELISM_DEFAULT`).
 pub const DEFAULT_PARALLELISM: u64 = 8;
-/// The probe reads at most this much (and at most one chunk).
-const PROBE_MAX: u64 = 1 << 20;
 /// How often progress is reported (and deadlines and pauses are checked) while chunks run.
 const TICK: Duration = Duration::from_millis(100);
 /// The longest `Retry-After` a throttled chunk waits (as the exchange's own retries do).
@@ -64,8 +71,8 @@ pub enum OnChange {
     Restart,
 }
 
-/// How a download with a version pin (a strong ETag or a `Last-Modified`) reads the bytes
-/// after its probe.
+/// How a download with a version pin (a strong ETag or a `Last-Modified`) splits into
+/// parallel chunks.
 ///
 /// ```
 /// let options = karu::DownloadOptions { chunking: karu::Chunking::Always, ..Default::default() };
@@ -74,13 +81,16 @@ pub enum OnChange {
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Chunking {
-    /// One pinned stream after the probe, straight into the file; parallel chunks take the
-    /// rest of the object beside it only once the stream's measured rate shows it slower
-    /// than the link (a stream keeping up with the link gains nothing from chunks but round
-    /// trips, buffers and copies).
+    /// One stream, straight into the file (its first answer is the probe); parallel chunks
+    /// take the rest of the object beside it only where one stream is slower than the link:
+    /// at once when the client's link estimate says so, else once the stream's measured
+    /// rate shows it (a stream keeping up with the link gains nothing from chunks but round
+    /// trips, buffers and copies; one the estimate shows keeping up is never split).
     #[default]
     Measured,
-    /// Parallel chunks right after the probe, whatever one stream could do.
+    /// Parallel chunks from the start, whatever one stream could do: the first request reads
+    /// the first chunk, and the others go out once its headers arrived, or with it when the
+    /// size is already known (a window, or [`DownloadOptions::stat`] with a strong ETag).
     Always,
 }
 
@@ -119,7 +129,8 @@ pub struct DownloadOptions<'a> {
     pub resume: bool,
     /// What to do when the object changes mid-download.
     pub on_change: OnChange,
-    /// Called after the probe, then every 100 ms with the bytes received so far (counted as
+    /// Called once the first answer told the size (with the bytes a resume already has),
+    /// then every 100 ms with the bytes received so far (counted as
     /// they arrive, never decreasing), and once at the end with `(total, total)`; `false`
     /// cancels the download with `Cancelled` (waiting for its requests to stop).
     pub progress: Option<Progress<'a>>,
@@ -133,6 +144,13 @@ pub struct DownloadOptions<'a> {
     /// Independently, `16 + 2 × parallelism` throttled answers in a row without a chunk
     /// finishing fail it too.
     pub max_throttled: u64,
+    /// What the caller already knows of the object, from [`Client::stat`]: its size lets
+    /// chunks go out with the first request instead of after its answer, and its strong
+    /// ETag pins every request, the first one included (an object changed since is
+    /// `Precondition`, or a restart without the stat with [`OnChange::Restart`]). A stat
+    /// without a strong ETag gives the size only, and chunks wait for the first answer's
+    /// validator.
+    pub stat: Option<ObjectInfo>,
 }
 
 impl Default for DownloadOptions<'_> {
@@ -147,6 +165,7 @@ impl Default for DownloadOptions<'_> {
             progress: None,
             deadline: None,
             max_throttled: 0,
+            stat: None,
         }
     }
 }
@@ -163,6 +182,7 @@ impl std::fmt::Debug for DownloadOptions<'_> {
             .field("progress", &self.progress.is_some())
             .field("deadline", &self.deadline)
             .field("max_throttled", &self.max_throttled)
+            .field("stat", &self.stat)
             .finish()
     }
 }
@@ -218,8 +238,8 @@ pub struct ParallelismStats {
     pub cuts: u64,
 }
 
-/// What a finished download did. Counters are summed over the probe (its retries,
-/// throttled answers and connections included) and every chunk.
+/// What a finished download did. Counters are summed over the stream (whose first answer is
+/// the probe: its retries, throttled answers and connections included) and every chunk.
 ///
 /// ```
 /// # let dir = std::env::temp_dir().join(format!("karu-doc-download-result-{}", std::process::id()));
@@ -233,7 +253,7 @@ pub struct ParallelismStats {
 /// let options = karu::DownloadOptions { chunk_size: 4096, ..Default::default() };
 /// let result = client.download(&object, &dest, options)?;
 /// assert_eq!((result.size, result.downloaded), (10_000, 10_000));
-/// assert_eq!(result.requests, 3); // the 4096-byte probe, then two chunks
+/// assert_eq!(result.requests, 3); // three 4096-byte chunks (the size is the file's)
 /// assert_eq!(result.etag, None);  // local files have no ETag
 /// assert_eq!(std::fs::read(&dest).unwrap(), vec![3u8; 10_000]);
 /// # std::fs::remove_dir_all(&dir).unwrap();
@@ -264,7 +284,8 @@ pub struct DownloadResult {
     pub etag: Option<String>,
     /// The parallelism over time.
     pub parallelism: ParallelismStats,
-    /// HTTP requests (or local reads) made: the probe plus each chunk's transfers and retries.
+    /// HTTP requests (or local reads) made: the stream's and each chunk's transfers and
+    /// retries (and a `stat` where no answer stated the size).
     pub requests: u64,
     /// Chunks skipped because an earlier interrupted call had written them.
     pub resumed_chunks: u64,
@@ -287,13 +308,14 @@ impl Client {
     /// Downloads the whole visible object (a window downloads exactly its bytes) into
     /// `destination`, blocking; see [`DownloadOptions`] and spec §6.
     ///
-    /// A probe of `min(chunk_size, 1 MiB)` bytes learns the size and strong ETag (no HEAD)
-    /// and is the file's first bytes; every later chunk carries `If-Match` with that ETag.
-    /// Without a strong ETag, every chunk carries `If-Unmodified-Since` with the probe's
-    /// `Last-Modified`, and each answer must repeat that date and the probe's object size;
-    /// with neither validator the object is read in one stream.
-    /// Chunks go into `<destination>.karu.part.<pid>.<n>`, which is published by hard link
-    /// (never replacing a file) or, with `overwrite`, by atomic rename. Any failure or
+    /// The first request asks for the object from its first byte (or from the resume point)
+    /// and is the download's probe: its headers give the size and the version (strong ETag,
+    /// else `Last-Modified` and size; no HEAD), and its body streams into the file as it
+    /// arrives. Chunks that take the rest beside it carry `If-Match` with that ETag, or
+    /// `If-Unmodified-Since` with that date, and each answer must repeat that date and the
+    /// object size; with neither validator the object is read in one stream.
+    /// The file is `<destination>.karu.part.<pid>.<n>`, published by hard link (never
+    /// replacing a file) or, with `overwrite`, by atomic rename. Any failure or
     /// cancellation removes the temporary file (unless `resume` keeps it) and leaves the
     /// destination untouched.
     ///
@@ -353,6 +375,8 @@ impl Client {
                         && !restarted =>
                 {
                     restarted = true;
+                    // The caller's stat described the old version.
+                    options.stat = None;
                 }
                 other => return other,
             }
@@ -368,36 +392,102 @@ struct Job<'j, 'a> {
     options: &'j mut DownloadOptions<'a>,
 }
 
-/// Where chunk `i` lies: chunks follow the probe's bytes back to back.
+/// Where chunk `i` lies: `chunk`-byte pieces of the visible object, back to back from its
+/// first byte (the stream covers the first ones).
 #[derive(Clone, Copy)]
 struct Layout {
     size: u64,
-    probe: u64,
     chunk: u64,
 }
 
 impl Layout {
     fn count(&self) -> u64 {
-        (self.size - self.probe).div_ceil(self.chunk)
+        self.size.div_ceil(self.chunk)
     }
 
     /// The first chunk starting at or after visible offset `at`, if any.
     fn first_chunk_from(&self, at: u64) -> Option<u64> {
-        let i = at.saturating_sub(self.probe).div_ceil(self.chunk);
+        let i = at.div_ceil(self.chunk);
         (i < self.count()).then_some(i)
     }
 
     fn span(&self, i: u64) -> (u64, u64) {
-        let start = self.probe + i * self.chunk;
+        let start = i * self.chunk;
         (start, self.chunk.min(self.size - start))
     }
 }
 
-/// A chunk in flight: its batch of one read.
-struct InFlight {
-    index: u64,
-    seq: u64,
-    batch: Batch,
+/// What the wait in [`Job::drive`] saw.
+enum Event {
+    /// The stream ended (its outcome is in [`Stream::outcome`]).
+    Streamed,
+    /// The chunk at this position in flight completed.
+    Chunk(usize, Completion),
+    Tick,
+}
+
+/// The stream in flight: its future, counters and shared line.
+struct Stream<'f> {
+    run: Pin<Box<dyn Future<Output = Result<u64>> + Send + 'f>>,
+    counters: Batch,
+    line: Arc<Line>,
+    /// First visible byte it asked for.
+    from: u64,
+    /// One past the last visible byte it asked for (`u64::MAX`: to the object's end).
+    until: u64,
+    /// Whether it ended.
+    done: bool,
+    /// Its outcome, from when it ended until [`Job::drive`] takes it in.
+    outcome: Option<Result<u64>>,
+    /// The chunk the sidecar records next as written by the stream.
+    marked: u64,
+}
+
+impl Stream<'_> {
+    /// Starts `job` (on its first poll) as the stream from `from` to `until`.
+    fn new<'f>(
+        client: &'f Client,
+        job: impl FnOnce(
+            std::rc::Rc<crate::engine::remote::LoopState>,
+        ) -> Pin<Box<dyn Future<Output = Result<u64>>>>
+        + Send
+        + 'static,
+        counters: Batch,
+        line: Arc<Line>,
+        (from, until): (u64, u64),
+        chunk: u64,
+    ) -> Stream<'f> {
+        Stream {
+            run: Box::pin(client.run_remote(job)),
+            counters,
+            line,
+            from,
+            until,
+            done: false,
+            outcome: None,
+            marked: from / chunk,
+        }
+    }
+
+    /// Cancels the stream and waits until its requests are over.
+    async fn finish(&mut self) {
+        self.counters.shared.cancel();
+        if !self.done {
+            self.outcome = Some(self.run.as_mut().await);
+            self.done = true;
+        }
+    }
+}
+
+/// How the stream goes on once the version is known.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// Alone to the end, measured: chunks take the tail if it proves slow.
+    Measure,
+    /// Alone to the end.
+    Alone,
+    /// Chunks take everything after the stream's first chunk.
+    Split,
 }
 
 impl Job<'_, '_> {
@@ -434,6 +524,21 @@ impl Job<'_, '_> {
         Some(timeout.saturating_mul(u32::try_from(rounds).unwrap_or(u32::MAX)))
     }
 
+    fn budget(&self, started: Instant, layout: &Layout) -> Budget {
+        let streak_limit = 16 + 2 * self.options.parallelism.min(1 << 20);
+        Budget {
+            deadline: self
+                .time_budget(layout.count())
+                .and_then(|d| started.checked_add(d)),
+            max_throttled: match self.options.max_throttled {
+                0 => streak_limit.saturating_add(layout.count()),
+                n => n,
+            },
+            streak_limit,
+            streak: 0,
+        }
+    }
+
     async fn run(&mut self) -> Result<DownloadResult> {
         let started = Instant::now();
         let dest = self.dest;
@@ -445,483 +550,765 @@ impl Job<'_, '_> {
         }
         // Temporary files of killed downloads; the one a sidecar names waits for a resume.
         temp::remove_stale(dest, sidecar::load(dest).map(|s| s.temp_id).as_deref());
-        let chunk = self.options.chunk_size;
-        let probe_stats = Batch {
-            shared: Shared::new(0, false),
-            _engine: None,
-        };
-        let mut probe_requests = 1;
-        let ends = match self
-            .client
-            .read_ends_counted(
-                self.locator,
-                chunk.min(PROBE_MAX),
-                0,
-                Arc::clone(&probe_stats.shared),
-            )
-            .await
-        {
-            Ok(ends) => ends,
-            // A remote head read of an empty object is answered 416, which `read_ends`
-            // reports as `Range`; `stat` reads that 416 as size 0. Any other size means the
-            // `Range` was real.
-            Err(e) if e.status() == Status::Range && self.locator.is_remote() => {
-                let info = self.client.stat_async(self.locator).await?;
-                probe_requests += 1;
-                if info.size != 0 {
-                    return Err(e);
-                }
-                Ends {
-                    head: Vec::new(),
-                    tail: Vec::new(),
-                    info,
-                    date_pin: None,
-                }
-            }
-            Err(e) => return Err(e),
-        };
+        if !self.locator.is_remote() {
+            return self.local(started).await;
+        }
+        // A resume whose saved state the first answer contradicts starts over once, fresh.
+        match self.remote(started).await? {
+            Some(result) => Ok(result),
+            None => Ok(self.remote(started).await?.ok_or_else(|| {
+                Error::new(
+                    Status::Io,
+                    format!("{}: the resume state keeps changing", dest.display()),
+                )
+            })?),
+        }
+    }
+
+    /// A local file: its size from its metadata, then positional chunk reads.
+    async fn local(&mut self, started: Instant) -> Result<DownloadResult> {
+        let info = crate::probe::local_stat(self.locator)?;
         let layout = Layout {
-            size: ends.info.size,
-            probe: ends.head.len() as u64,
-            chunk,
+            size: info.size,
+            chunk: self.options.chunk_size,
         };
-        let etag = ends.info.etag.clone();
         let mut result = DownloadResult {
             size: layout.size,
-            etag: etag.clone(),
             ..DownloadResult::default()
         };
-        result.add(&probe_stats.stats());
-        result.requests = result.requests.saturating_add(probe_requests);
-        if !self.locator.is_remote() {
-            result.received_bytes = layout.probe;
-        }
-        let mut budget = Budget {
-            deadline: self
-                .time_budget(layout.count())
-                .and_then(|d| started.checked_add(d)),
-            max_throttled: match self.options.max_throttled {
-                0 => {
-                    (16 + 2 * self.options.parallelism.min(1 << 20)).saturating_add(layout.count())
-                }
-                n => n,
-            },
-            streak_limit: 16 + 2 * self.options.parallelism.min(1 << 20),
-            streak: 0,
-        };
+        let mut budget = self.budget(started, &layout);
         let ticker = Ticker::start(TICK)?;
-
-        // Every chunk is pinned to the probe's version: by its strong ETag, else by its
-        // `Last-Modified` and size.
-        let pin = match (&etag, &ends.date_pin) {
-            (Some(tag), _) => Some(Condition::IfMatch(tag.clone())),
-            (None, date_pin) => date_pin.clone(),
-        };
-        if self.locator.is_remote() && pin.is_none() && layout.size > 0 {
-            // No validator at all: chunks could come from two versions. One stream instead.
-            let temp = Temp::create(dest)?;
-            temp.set_len(layout.size)
-                .map_err(|e| io_error(dest, "cannot size temporary output", e))?;
-            let mut temp = temp;
-            self.stream(
+        let mut temp = self.prepare(&layout)?;
+        let mut chunks = Chunks::new(self.options.parallelism);
+        chunks.take_from(0, &layout);
+        if layout.size > 0 {
+            self.progress(0, layout.size)?;
+        }
+        let outcome = self
+            .drive(
                 &mut temp,
                 None,
                 &layout,
                 None,
+                &mut chunks,
+                None,
+                Plan::Alone,
                 &ticker,
                 &mut budget,
                 &mut result,
-                &mut Vec::new(),
             )
-            .await?;
-            temp.publish(dest, self.options.overwrite)?;
-            return Ok(result);
-        }
-
-        let (mut temp, done, mut sidecar) = self.prepare(&layout, etag.as_deref())?;
-        let resumable = sidecar.is_some();
-        let mut in_flight = Vec::new();
-        let single = self.locator.is_remote()
-            && self.options.chunking == Chunking::Measured
-            && done.is_empty()
-            && layout.count() > 1;
-        let outcome = async {
-            if single {
-                // One stream after the probe, straight into the file; chunks join it only
-                // where it proves slower than the link.
-                temp.write_at(&ends.head, 0)
-                    .map_err(|e| io_error(dest, "cannot write temporary output", e))?;
-                result.downloaded = layout.probe;
-                self.progress(layout.probe, layout.size)?;
-                self.stream(
-                    &mut temp,
-                    sidecar.as_mut(),
-                    &layout,
-                    pin.as_ref(),
-                    &ticker,
-                    &mut budget,
-                    &mut result,
-                    &mut in_flight,
-                )
-                .await
-            } else {
-                let queue = self.start_chunks(&temp, &layout, &ends.head, &done, &mut result)?;
-                self.fill(
-                    &mut temp,
-                    sidecar.as_mut(),
-                    &layout,
-                    queue,
-                    pin.as_ref(),
-                    &ticker,
-                    &mut budget,
-                    &mut result,
-                    &mut in_flight,
-                )
-                .await
-            }
-        }
-        .await;
-        settle(in_flight).await;
-        drop(sidecar);
-        if let Err(e) = outcome {
-            // A changed object leaves nothing worth resuming.
-            if resumable && e.status() != Status::Precondition {
-                temp.keep();
-                let kept = format!(
-                    "{e}; kept {} and {} to resume",
-                    temp.path().display(),
-                    sidecar::path(dest).display()
-                );
-                return Err(Error::new(e.status(), kept));
-            }
-            sidecar::remove(dest);
-            return Err(e);
-        }
-        temp.publish(dest, self.options.overwrite)?;
-        sidecar::remove(dest);
+            .await;
+        settle(&chunks.in_flight).await;
+        outcome?;
+        temp.publish(self.dest, self.options.overwrite)?;
         Ok(result)
     }
 
-    /// The temporary file, the chunks it already holds, and the sidecar to record new ones in.
-    fn prepare(
-        &self,
-        layout: &Layout,
-        etag: Option<&str>,
-    ) -> Result<(Temp, BTreeSet<u64>, Option<Sidecar>)> {
+    /// A remote object: the stream that is also the probe, and chunks beside it. `None`
+    /// when a saved resume state turned out stale (it is removed: the caller starts over).
+    async fn remote(&mut self, started: Instant) -> Result<Option<DownloadResult>> {
         let dest = self.dest;
-        if !self.options.resume {
-            let temp = Temp::create(dest)?;
-            temp.set_len(layout.size)
-                .map_err(|e| io_error(dest, "cannot size temporary output", e))?;
-            return Ok((temp, BTreeSet::new(), None));
+        let locator = self.locator;
+        let client = self.client;
+        let chunk = self.options.chunk_size;
+        let woff = locator.window_offset();
+        let stat = self.options.stat.clone();
+        let known_size = locator.window_length().or(stat.as_ref().map(|s| s.size));
+        if known_size == Some(0) {
+            Temp::create(dest)?.publish(dest, self.options.overwrite)?;
+            return Ok(Some(DownloadResult {
+                etag: stat.and_then(|s| s.etag),
+                ..DownloadResult::default()
+            }));
         }
-        if let Some(saved) = sidecar::load(dest) {
-            let old = temp::part_path(dest, &saved.temp_id);
-            let same = Some(saved.etag.as_str()) == etag
-                && saved.size == layout.size
-                && saved.chunk_size == layout.chunk;
-            if same
-                && let Ok(temp) = Temp::reopen(old.clone())
-                && temp.len().ok() == Some(layout.size)
-                && let Ok(sidecar) = Sidecar::append(dest)
-            {
-                let done = saved
-                    .done
-                    .into_iter()
-                    .filter(|&i| i < layout.count())
-                    .collect();
-                return Ok((temp, done, Some(sidecar)));
-            }
-            // Another version (or a layout that no longer fits): start over cleanly.
-            let _ = std::fs::remove_file(&old);
-            sidecar::remove(dest);
-        }
-        let temp = Temp::create(dest)?;
-        temp.set_len(layout.size)
-            .map_err(|e| io_error(dest, "cannot size temporary output", e))?;
-        // Without a strong ETag a later call could not tell the version: no sidecar.
-        let sidecar = match etag {
-            Some(tag) => Some(
-                Sidecar::create(dest, tag, layout.size, layout.chunk, &temp.id())
-                    .map_err(|e| io_error(dest, "cannot write resume state", e))?,
-            ),
-            None => None,
+        // A stat's strong ETag pins every request, the first one included.
+        let known_pin = stat
+            .as_ref()
+            .and_then(|s| s.etag.clone())
+            .map(Condition::IfMatch);
+        let stated = match (locator.window_length(), &stat) {
+            (None, Some(s)) => Some(woff.saturating_add(s.size)),
+            _ => None,
         };
-        Ok((temp, BTreeSet::new(), sidecar))
-    }
-
-    /// Reads the object in one stream into `temp`, reporting progress on each tick: with
-    /// `pin`, the rest after the probe's bytes (already in `temp`), pinned by it, handing
-    /// the chunks past the stream to parallel pinned requests once its rate shows that one
-    /// stream is slower than the link (see [`split`]); without, the whole object from its
-    /// first byte.
-    #[allow(clippy::too_many_arguments)]
-    async fn stream(
-        &mut self,
-        temp: &mut Temp,
-        sidecar: Option<&mut Sidecar>,
-        layout: &Layout,
-        pin: Option<&Condition>,
-        ticker: &Ticker,
-        budget: &mut Budget,
-        result: &mut DownloadResult,
-        in_flight: &mut Vec<InFlight>,
-    ) -> Result<()> {
-        let dest = self.dest;
-        let size = layout.size;
+        let (mut temp, resumed, mut sidecar) =
+            self.resume_state(known_size, stat.as_ref().and_then(|s| s.etag.as_deref()))?;
+        let mut chunks = Chunks::new(self.options.parallelism);
+        // The resume point: the first chunk not written yet (the last one, if all were).
+        let from = match &resumed {
+            Some(r) => {
+                chunks.skip = r.done.clone();
+                let layout = Layout {
+                    size: r.size,
+                    chunk,
+                };
+                let first = (0..layout.count()).find(|i| !r.done.contains(i));
+                layout.span(first.unwrap_or(layout.count() - 1)).0
+            }
+            None => 0,
+        };
+        let verdict = match self.options.chunking {
+            Chunking::Always => Some(true),
+            Chunking::Measured => self.estimate_verdict(),
+        };
+        let split_now = verdict == Some(true);
+        // Chunks go out with the stream when the size is known, unless a stat without an
+        // ETag already told that nothing would prove their version before the first answer.
+        let early = split_now
+            && known_size.is_some_and(|s| from.saturating_add(chunk) < s)
+            && (known_pin.is_some() || stat.is_none());
+        // A stream that chunks follow asks for its first chunk only.
+        let end = if split_now {
+            from.checked_add(chunk)
+                .map(|e| known_size.map_or(e, |s| e.min(s)))
+        } else {
+            known_size
+        };
+        let line = Line::new(from);
+        let counters = Batch {
+            shared: Shared::new(0, false),
+            _engine: None,
+        };
         let file = temp
             .try_clone_file()
             .map_err(|e| io_error(dest, "cannot write temporary output", e))?;
-        // Dropping this cancels the stream (a failure or cancellation here stops it).
+        let job = stream::job(
+            locator.clone(),
+            file,
+            (from, end),
+            known_pin.clone(),
+            stated,
+            Arc::clone(&counters.shared),
+            Arc::clone(&line),
+        );
+        let mut stream = Stream::new(
+            client,
+            job,
+            counters,
+            line,
+            (from, end.unwrap_or(u64::MAX)),
+            chunk,
+        );
+        let mut result = DownloadResult::default();
+        let ticker = Ticker::start(TICK)?;
+        let first = async {
+            // The stream goes out first, then the chunks the known size allows.
+            if let Poll::Ready(r) = poll_fn(|cx| Poll::Ready(stream.run.as_mut().poll(cx))).await {
+                stream.done = true;
+                stream.outcome = Some(r);
+            }
+            if early && let Some(size) = known_size {
+                let layout = Layout { size, chunk };
+                chunks.take_from(from + 1, &layout);
+                chunks.beside = true;
+                chunks.submit(client, locator, &layout, known_pin.as_ref())?;
+            }
+            let head = match self.head(&mut stream, &ticker, started).await {
+                Ok(head) => head,
+                // An empty object is answered 416, which the stream reports as `Range`.
+                Err(e) if e.status() == Status::Range => return Ok(Err(e)),
+                Err(e) => return Err(e),
+            };
+            let size = match (locator.window_length(), head.total) {
+                (Some(wlen), Some(total)) if total < woff.saturating_add(wlen) => {
+                    return Err(Error::new(
+                        Status::Range,
+                        format!("{}: object ended at byte {total}", locator.display()),
+                    ));
+                }
+                (Some(wlen), _) => wlen,
+                (None, Some(total)) => total.saturating_sub(woff),
+                (None, None) => {
+                    // No answer stated the size: ask for it.
+                    let info = client.stat_async(locator).await?;
+                    result.requests = result.requests.saturating_add(1);
+                    if info.etag != head.etag {
+                        return Err(stream::changed(&locator.display()));
+                    }
+                    info.size
+                }
+            };
+            if stat.as_ref().is_some_and(|s| s.size != size) {
+                return Err(stream::changed(&locator.display()));
+            }
+            Ok(Ok((head, size)))
+        }
+        .await;
+        let (head, size) = match first {
+            Ok(Ok(found)) => found,
+            Ok(Err(range)) => {
+                settle(&chunks.in_flight).await;
+                stream.finish().await;
+                sidecar::remove(dest);
+                let stats = stream.counters.stats();
+                return self.empty(range, &stats, temp).await.map(Some);
+            }
+            Err(e) => {
+                settle(&chunks.in_flight).await;
+                stream.finish().await;
+                return Err(self.kept(e, temp, sidecar.is_some()));
+            }
+        };
+        let layout = Layout { size, chunk };
+        if let Some(r) = &resumed
+            && (head.etag.as_deref() != Some(r.etag.as_str()) || r.size != size)
+        {
+            // Saved for another version: start over without it.
+            settle(&chunks.in_flight).await;
+            stream.finish().await;
+            drop(sidecar);
+            sidecar::remove(dest);
+            drop(temp);
+            return Ok(None);
+        }
+        result.size = size;
+        result.etag = head.etag.clone();
+        let mut budget = self.budget(started, &layout);
+        let pin = head.pin();
+        let outcome = async {
+            if resumed.is_none() {
+                temp.set_len(size)
+                    .map_err(|e| io_error(dest, "cannot size temporary output", e))?;
+                // Without a strong ETag a later call could not tell the version: no sidecar.
+                if self.options.resume
+                    && let Some(tag) = &head.etag
+                {
+                    sidecar = Some(
+                        Sidecar::create(dest, tag, size, chunk, &temp.id())
+                            .map_err(|e| io_error(dest, "cannot write resume state", e))?,
+                    );
+                }
+            }
+            if pin.is_none() && (stream.until < size || early) {
+                // No validator, and the stream does not cover the object: chunks could come
+                // from two versions. One stream of the whole object instead.
+                settle(&chunks.in_flight).await;
+                for f in chunks.in_flight.drain(..) {
+                    result.add(&f.batch.stats());
+                }
+                chunks.queue.clear();
+                return self
+                    .whole(
+                        &mut temp,
+                        &layout,
+                        &mut stream,
+                        &ticker,
+                        &mut budget,
+                        &mut result,
+                    )
+                    .await;
+            }
+            for &i in &chunks.skip {
+                result.downloaded += layout.span(i).1;
+            }
+            result.resumed_chunks = chunks.skip.len() as u64;
+            self.progress(result.downloaded.min(size), size)?;
+            let plan = match verdict {
+                Some(true) => Plan::Split,
+                Some(false) => Plan::Alone,
+                None if pin.is_none() => Plan::Alone,
+                None => Plan::Measure,
+            };
+            if plan == Plan::Split && !early && stream.until < size {
+                stream.line.stop_at(stream.until);
+                chunks.take_from(stream.until, &layout);
+            }
+            let proven = head.etag.as_deref();
+            self.drive(
+                &mut temp,
+                sidecar.as_mut(),
+                &layout,
+                pin.as_ref(),
+                &mut chunks,
+                Some((&mut stream, proven)),
+                plan,
+                &ticker,
+                &mut budget,
+                &mut result,
+            )
+            .await
+        }
+        .await;
+        settle(&chunks.in_flight).await;
+        stream.finish().await;
+        let resumable = sidecar.is_some();
+        drop(sidecar);
+        if let Err(e) = outcome {
+            return Err(self.kept(e, temp, resumable));
+        }
+        temp.publish(dest, self.options.overwrite)?;
+        sidecar::remove(dest);
+        Ok(Some(result))
+    }
+
+    /// The error of a failed download, after keeping its files for a resume (when
+    /// `resumable` and the object did not change) or removing them.
+    fn kept(&self, e: Error, mut temp: Temp, resumable: bool) -> Error {
+        let dest = self.dest;
+        // A changed object leaves nothing worth resuming.
+        if resumable && e.status() != Status::Precondition {
+            temp.keep();
+            let kept = format!(
+                "{e}; kept {} and {} to resume",
+                temp.path().display(),
+                sidecar::path(dest).display()
+            );
+            return Error::new(e.status(), kept);
+        }
+        sidecar::remove(dest);
+        e
+    }
+
+    /// Waits for the stream's first answer and returns its headers; the stream's error
+    /// when it ended without one.
+    async fn head(
+        &mut self,
+        stream: &mut Stream<'_>,
+        ticker: &Ticker,
+        started: Instant,
+    ) -> Result<Head> {
+        enum Wait {
+            Head(Head),
+            Ended,
+            Tick,
+        }
+        loop {
+            let wait = poll_fn(|cx| {
+                if let Poll::Ready(head) = stream.line.poll_head(cx) {
+                    return Poll::Ready(Wait::Head(head));
+                }
+                if !stream.done
+                    && let Poll::Ready(r) = stream.run.as_mut().poll(cx)
+                {
+                    stream.done = true;
+                    stream.outcome = Some(r);
+                }
+                if stream.done {
+                    return Poll::Ready(Wait::Ended);
+                }
+                ticker.poll_tick(cx).map(|()| Wait::Tick)
+            })
+            .await;
+            match wait {
+                Wait::Head(head) => return Ok(head),
+                Wait::Ended => {
+                    // The answer is published before its bytes: look once more.
+                    if let Poll::Ready(head) =
+                        poll_fn(|cx| Poll::Ready(stream.line.poll_head(cx))).await
+                    {
+                        return Ok(head);
+                    }
+                    return Err(match stream.outcome.take() {
+                        Some(Err(e)) => e,
+                        _ => Error::new(
+                            Status::Http,
+                            format!(
+                                "{}: no answer with the object's bytes",
+                                self.locator.display()
+                            ),
+                        ),
+                    });
+                }
+                Wait::Tick => {
+                    if let Some(d) = self.options.deadline
+                        && started.elapsed() >= d
+                    {
+                        return Err(Error::new(
+                            Status::Timeout,
+                            format!(
+                                "{}: the download's deadline passed before the first answer",
+                                self.dest.display()
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The stream failed with `Range` before any answer: an empty object (confirmed by
+    /// `stat`, which reads the 416 as size 0) is published as an empty file; anything else
+    /// fails with the stream's error.
+    async fn empty(&mut self, e: Error, stats: &BatchStats, temp: Temp) -> Result<DownloadResult> {
+        let info = self.client.stat_async(self.locator).await?;
+        if info.size != 0 {
+            return Err(e);
+        }
+        let mut result = DownloadResult {
+            etag: info.etag,
+            ..DownloadResult::default()
+        };
+        result.add(stats);
+        result.requests = result.requests.saturating_add(2);
+        temp.publish(self.dest, self.options.overwrite)?;
+        sidecar::remove(self.dest);
+        Ok(result)
+    }
+
+    /// The object in one unpinned stream from its first byte, replacing `stream` (which did
+    /// not cover it).
+    async fn whole(
+        &mut self,
+        temp: &mut Temp,
+        layout: &Layout,
+        stream: &mut Stream<'_>,
+        ticker: &Ticker,
+        budget: &mut Budget,
+        result: &mut DownloadResult,
+    ) -> Result<()> {
+        stream.finish().await;
+        result.add(&stream.counters.stats());
+        result.requests = result.requests.saturating_add(1);
+        let file = temp
+            .try_clone_file()
+            .map_err(|e| io_error(self.dest, "cannot write temporary output", e))?;
+        let line = Line::new(0);
         let counters = Batch {
             shared: Shared::new(0, false),
             _engine: None,
         };
         let total = match self.locator.window_length() {
             Some(_) => None,
-            None => Some(size + self.locator.window_offset()),
+            None => Some(layout.size + self.locator.window_offset()),
         };
-        let start = match pin {
-            Some(_) => layout.probe,
-            None => 0,
-        };
-        let stop = Arc::new(AtomicU64::new(size));
         let job = stream::job(
             self.locator.clone(),
             file,
-            (start, size),
-            pin.cloned(),
+            (0, Some(layout.size)),
+            None,
             total,
             Arc::clone(&counters.shared),
-            Arc::clone(&stop),
+            Arc::clone(&line),
         );
-        let client = self.client;
-        let mut run = std::pin::pin!(client.run_remote(job));
-        let mut reported = start;
-        // The stream's received bytes at the previous tick: two ticks give its body rate.
-        let mut sample: Option<(Instant, u64)> = None;
-        let mut decided = false;
-        let mut steal = None;
-        let mut outcome = loop {
-            let done = poll_fn(|cx| match run.as_mut().poll(cx) {
-                Poll::Ready(r) => Poll::Ready(Some(r)),
-                Poll::Pending => ticker.poll_tick(cx).map(|()| None),
-            })
+        let mut whole = Stream::new(
+            self.client,
+            job,
+            counters,
+            line,
+            (0, layout.size),
+            layout.chunk,
+        );
+        self.progress(0, layout.size)?;
+        let mut chunks = Chunks::new(1);
+        let outcome = self
+            .drive(
+                temp,
+                None,
+                layout,
+                None,
+                &mut chunks,
+                Some((&mut whole, None)),
+                Plan::Alone,
+                ticker,
+                budget,
+                result,
+            )
             .await;
-            if let Some(r) = done {
-                break r;
-            }
-            budget.check_time(dest, reported, size)?;
-            let received = counters.stats().received_bytes;
-            reported = reported.max((start + received).min(size));
-            self.progress(reported, size)?;
-            if pin.is_some() && !decided {
-                let now = Instant::now();
-                match sample {
-                    // The first tick with bytes flowing starts the sample; the rate over
-                    // `SAMPLE` from there decides (a longer look than one tick, so that a
-                    // stream held up for a moment on a busy machine is not taken for slow).
-                    Some((then, before)) if before > 0 && now - then >= SAMPLE => {
-                        decided = true;
-                        if split(received - before, now - then) {
-                            steal = layout.first_chunk_from(start + received + layout.chunk);
-                            if steal.is_some() {
-                                break Ok(());
-                            }
-                        }
-                    }
-                    Some((_, before)) if before > 0 => {}
-                    _ => sample = Some((now, received)),
-                }
-            }
-        };
-        if let Some(first) = steal {
-            // Chunks from `first` on, beside the stream, which stops where they begin.
-            stop.store(layout.span(first).0, Ordering::Release);
-            result.downloaded = reported;
-            let queue = (first..layout.count()).collect();
-            let fill = self.fill(
-                temp, sidecar, layout, queue, pin, ticker, budget, result, in_flight,
-            );
-            let mut fill = std::pin::pin!(fill);
-            let (mut streamed, mut filled) = (None, None);
-            poll_fn(|cx| {
-                if streamed.is_none()
-                    && let Poll::Ready(r) = run.as_mut().poll(cx)
-                {
-                    streamed = Some(r);
-                }
-                if filled.is_none()
-                    && let Poll::Ready(r) = fill.as_mut().poll(cx)
-                {
-                    filled = Some(r);
-                }
-                let failed = matches!(streamed, Some(Err(_))) || matches!(filled, Some(Err(_)));
-                if failed || (streamed.is_some() && filled.is_some()) {
-                    Poll::Ready(())
-                } else {
-                    Poll::Pending
-                }
-            })
-            .await;
-            outcome = match (streamed, filled) {
-                (_, Some(Err(e))) | (Some(Err(e)), _) => Err(e),
-                _ => Ok(()),
-            };
-        }
-        let stats = counters.stats();
-        result.add(&stats);
-        result.requests = result.requests.saturating_add(1);
-        outcome.map_err(|e| e.context(dest.display()))?;
-        result.downloaded = size;
-        if steal.is_none() {
-            result.parallelism = ParallelismStats {
-                min: 1,
-                max: 1,
-                final_: 1,
-                cuts: 0,
-            };
-        }
-        self.progress(size, size)
+        whole.finish().await;
+        outcome
     }
 
-    /// Writes the probe's bytes and notes the chunks an earlier call left; returns the
-    /// chunks still to read.
-    fn start_chunks(
-        &mut self,
-        temp: &Temp,
-        layout: &Layout,
-        head: &[u8],
-        done: &BTreeSet<u64>,
-        result: &mut DownloadResult,
-    ) -> Result<VecDeque<u64>> {
-        temp.write_at(head, 0)
-            .map_err(|e| io_error(self.dest, "cannot write temporary output", e))?;
-        result.downloaded = layout.probe;
-        for &i in done {
-            result.downloaded += layout.span(i).1;
+    /// A saved resume state that fits (the same size and ETag as already known, when they
+    /// are): the temporary file, what was saved, and the sidecar to record new chunks in.
+    /// Otherwise a fresh temporary file (and any saved state removed).
+    fn resume_state(
+        &self,
+        size: Option<u64>,
+        etag: Option<&str>,
+    ) -> Result<(Temp, Option<Saved>, Option<Sidecar>)> {
+        let dest = self.dest;
+        if self.options.resume
+            && let Some(saved) = sidecar::load(dest)
+        {
+            let old = temp::part_path(dest, &saved.temp_id);
+            let fits = saved.chunk_size == self.options.chunk_size
+                && saved.size > 0
+                && size.is_none_or(|s| s == saved.size)
+                && etag.is_none_or(|t| t == saved.etag);
+            if fits
+                && let Ok(temp) = Temp::reopen(old.clone())
+                && temp.len().ok() == Some(saved.size)
+                && let Ok(sidecar) = Sidecar::append(dest)
+            {
+                return Ok((temp, Some(saved), Some(sidecar)));
+            }
+            // Another version (or a layout that no longer fits): start over cleanly.
+            let _ = std::fs::remove_file(&old);
+            sidecar::remove(dest);
         }
-        result.resumed_chunks = done.len() as u64;
-        if layout.probe > 0 {
-            self.progress(result.downloaded, layout.size)?;
-        }
-        Ok((0..layout.count()).filter(|i| !done.contains(i)).collect())
+        Ok((Temp::create(dest)?, None, None))
     }
 
-    /// Runs the chunk window until every chunk of `queue` is written.
+    /// A fresh temporary file of the layout's size for a local file, after removing any
+    /// saved resume state (a local file has no ETag: a later call could not tell its version).
+    fn prepare(&self, layout: &Layout) -> Result<Temp> {
+        let dest = self.dest;
+        if let Some(saved) = sidecar::load(dest).filter(|_| self.options.resume) {
+            let _ = std::fs::remove_file(temp::part_path(dest, &saved.temp_id));
+            sidecar::remove(dest);
+        }
+        let temp = Temp::create(dest)?;
+        temp.set_len(layout.size)
+            .map_err(|e| io_error(dest, "cannot size temporary output", e))?;
+        Ok(temp)
+    }
+
+    /// What the link estimate says before a byte is read: `Some(true)` when one stream is
+    /// slower than the link (split at once), `Some(false)` when one stream keeps up with it
+    /// (never split), `None` when it cannot tell (measure the stream).
+    fn estimate_verdict(&self) -> Option<bool> {
+        verdict(&self.client.link_estimate(self.locator))
+    }
+
+    /// Runs the stream (when given, with the ETag its answer proved) and the chunks until
+    /// every byte is written, reporting progress on each tick. With [`Plan::Measure`], chunks
+    /// take the rest beside the stream once its rate shows that one stream is slower than
+    /// the link (see [`split`]); the stream then stops where they begin.
     #[allow(clippy::too_many_arguments)]
-    async fn fill(
+    async fn drive(
         &mut self,
         temp: &mut Temp,
         mut sidecar: Option<&mut Sidecar>,
         layout: &Layout,
-        mut queue: VecDeque<u64>,
         pin: Option<&Condition>,
+        chunks: &mut Chunks,
+        mut stream: Option<(&mut Stream<'_>, Option<&str>)>,
+        plan: Plan,
         ticker: &Ticker,
         budget: &mut Budget,
         result: &mut DownloadResult,
-        in_flight: &mut Vec<InFlight>,
     ) -> Result<()> {
         let dest = self.dest;
-        let write_err = |e| io_error(dest, "cannot write temporary output", e);
-        let mut window = Window::new(self.options.parallelism);
-        let mut buffers: Vec<Vec<u8>> = Vec::new();
-        // No submission before this: a `Retry-After`, or a pause while nothing is served.
-        let mut hold: Option<Instant> = None;
-        let mut reported = result.downloaded;
-        while !queue.is_empty() || !in_flight.is_empty() {
-            let now = Instant::now();
-            if hold.is_some_and(|h| h <= now) {
-                hold = None;
-            }
-            while hold.is_none()
-                && (in_flight.len() as u64) < window.window()
-                && let Some(index) = queue.pop_front()
+        let size = layout.size;
+        let mut reported = result.downloaded.min(size);
+        // The stream's received bytes at the first tick with bytes flowing: the rate over
+        // `SAMPLE` from there decides (a longer look than one tick, so that a stream held up
+        // for a moment on a busy machine is not taken for slow).
+        let mut sample: Option<(Instant, u64)> = None;
+        let mut measuring = plan == Plan::Measure;
+        loop {
+            if let Some((s, _)) = stream.as_mut()
+                && let Some(outcome) = s.outcome.take()
             {
-                let (offset, length) = layout.span(index);
-                let mut read = Read::new(self.locator, offset, length)
-                    .into_buffer(buffers.pop().unwrap_or_default());
-                if let Some(pin) = pin {
-                    read = read.pinned(pin.clone());
+                let at = outcome.map_err(|e| e.context(dest.display()))?;
+                // The stream must have reached where it stops (chunks take the rest), or the
+                // object's end: an earlier end means the object is shorter than it said.
+                if at < s.line.stop().min(s.until).min(size) {
+                    return Err(stream::changed(&self.locator.display()));
                 }
-                let batch = self.client.submit_chunk(read)?;
-                in_flight.push(InFlight {
-                    index,
-                    seq: window.submit(),
-                    batch,
-                });
+                result.add(&s.counters.stats());
+                result.requests = result.requests.saturating_add(1);
+                result.downloaded += at.min(size).saturating_sub(s.from);
+                self.mark(&mut sidecar, s, layout, at)?;
             }
-            let Some((at, completion)) = next_or_tick(in_flight, ticker).await else {
-                budget.check_time(dest, reported, layout.size)?;
-                let live: u64 = in_flight
-                    .iter()
-                    .map(|f| {
-                        let length = layout.span(f.index).1;
-                        f.batch.stats().received_bytes.min(length)
-                    })
-                    .sum();
-                reported = reported.max(result.downloaded + live);
-                self.progress(reported, layout.size)?;
-                continue;
-            };
-            let InFlight { index, seq, batch } = in_flight.swap_remove(at);
-            let stats = batch.stats();
-            let handed_back = batch.shared.handed_back();
-            drop(batch);
-            result.add(&stats);
-            let (offset, length) = layout.span(index);
-            if let Some(retry_after) = handed_back {
-                buffers.extend(completion.buffer);
-                // Throttled: the chunk goes back to the front, holding no slot, and waits for
-                // `Retry-After` or for the lowered window to have room.
-                let now = Instant::now();
-                window.throttled(seq, in_flight.len() as u64, now);
-                queue.push_front(index);
-                // Sent again as a new transfer: a retry, though not one of the exchange's.
-                result.retries = result.retries.saturating_add(1);
-                budget.throttled(self.locator, result, layout.size)?;
-                let pause = match retry_after {
-                    Some(wait) => Some(wait.min(RETRY_AFTER_CAP)),
-                    // Nothing else is served: back off, doubling, so an idle store is not
-                    // hammered by one chunk.
-                    None if in_flight.is_empty() => Some(idle_pause(budget.streak)),
-                    None => None,
-                };
-                if let Some(p) = pause.filter(|p| !p.is_zero()) {
-                    hold = Some(hold.map_or(now + p, |h| h.max(now + p)));
+            let running = stream.as_ref().is_some_and(|(s, _)| !s.done);
+            if !running && chunks.queue.is_empty() && chunks.in_flight.is_empty() {
+                break;
+            }
+            chunks.beside = running;
+            chunks.submit(self.client, self.locator, layout, pin)?;
+            let event = poll_fn(|cx| {
+                if let Some((s, _)) = stream.as_mut()
+                    && !s.done
+                    && let Poll::Ready(r) = s.run.as_mut().poll(cx)
+                {
+                    s.done = true;
+                    s.outcome = Some(r);
+                    return Poll::Ready(Event::Streamed);
                 }
-                continue;
+                for (i, f) in chunks.in_flight.iter().enumerate() {
+                    // A batch of one read completes exactly once.
+                    if let Poll::Ready(Some(done)) = Pin::new(&mut f.batch.next_async()).poll(cx) {
+                        return Poll::Ready(Event::Chunk(i, done));
+                    }
+                }
+                ticker.poll_tick(cx).map(|()| Event::Tick)
+            })
+            .await;
+            match event {
+                // Taken in at the top of the loop.
+                Event::Streamed => {}
+                Event::Chunk(at, completion) => {
+                    let f = chunks.in_flight.swap_remove(at);
+                    let proven = stream.as_ref().and_then(|(_, tag)| *tag);
+                    self.chunk_done(
+                        temp,
+                        &mut sidecar,
+                        layout,
+                        chunks,
+                        f,
+                        completion,
+                        proven,
+                        budget,
+                        result,
+                    )?;
+                    reported = reported.max(result.downloaded.min(size));
+                }
+                Event::Tick => {
+                    budget.check_time(dest, reported, size)?;
+                    let mut streamed = 0;
+                    if let Some((s, _)) = stream.as_mut()
+                        && !s.done
+                    {
+                        let reached = s.line.reached();
+                        self.mark(&mut sidecar, s, layout, reached)?;
+                        streamed = reached.saturating_sub(s.from);
+                    }
+                    reported = reported
+                        .max((result.downloaded + streamed + chunks.live(layout)).min(size));
+                    self.progress(reported, size)?;
+                    if measuring
+                        && let Some((s, _)) = stream.as_mut()
+                        && !s.done
+                    {
+                        let now = Instant::now();
+                        let received = s.counters.stats().received_bytes;
+                        match sample {
+                            Some((then, before)) if before > 0 && now - then >= SAMPLE => {
+                                measuring = false;
+                                if split(received - before, now - then)
+                                    && let Some(first) =
+                                        layout.first_chunk_from(s.from + received + layout.chunk)
+                                {
+                                    // Chunks from `first` on, beside the stream, which stops
+                                    // where they begin.
+                                    let at = layout.span(first).0;
+                                    s.line.stop_at(at);
+                                    chunks.take_from(at, layout);
+                                }
+                            }
+                            Some((_, before)) if before > 0 => {}
+                            _ => sample = Some((now, received)),
+                        }
+                    }
+                }
             }
-            if let Err(e) = &completion.result {
-                return Err(e.clone());
-            }
-            budget.streak = 0;
-            window.clean(Instant::now());
-            if completion.got != length {
-                return Err(Error::new(
-                    Status::Io,
-                    format!(
-                        "{}: download completed {} of {length} bytes at offset {offset}",
-                        dest.display(),
-                        completion.got
-                    ),
-                ));
-            }
-            temp.write_at(completion.bytes(), offset)
-                .map_err(write_err)?;
-            if let Some(s) = sidecar.as_deref_mut() {
-                s.done(index)
-                    .map_err(|e| io_error(dest, "cannot write resume state", e))?;
-            }
-            buffers.extend(completion.buffer);
-            result.downloaded += length;
-            reported = reported.max(result.downloaded);
         }
-        result.parallelism = window.stats();
-        if layout.size == 0 {
+        result.downloaded = size;
+        result.parallelism = if chunks.used {
+            chunks.window.stats()
+        } else {
+            ParallelismStats {
+                min: 1,
+                max: 1,
+                final_: 1,
+                cuts: 0,
+            }
+        };
+        if size == 0 {
             return Ok(());
         }
-        self.progress(result.downloaded, layout.size)
+        self.progress(size, size)
+    }
+
+    /// Records in the sidecar the chunks the stream has written in full, up to visible
+    /// offset `reached` (never past where it stops).
+    fn mark(
+        &self,
+        sidecar: &mut Option<&mut Sidecar>,
+        stream: &mut Stream<'_>,
+        layout: &Layout,
+        reached: u64,
+    ) -> Result<()> {
+        let upto = reached.min(stream.line.stop());
+        while stream.marked < layout.count() {
+            let (start, length) = layout.span(stream.marked);
+            if start + length > upto {
+                break;
+            }
+            if let Some(s) = sidecar.as_deref_mut() {
+                s.done(stream.marked)
+                    .map_err(|e| io_error(self.dest, "cannot write resume state", e))?;
+            }
+            stream.marked += 1;
+        }
+        Ok(())
+    }
+
+    /// Handles one chunk's completion: written and recorded, sent again when throttled (or
+    /// when its answer could not prove the version), or the download's failure.
+    #[allow(clippy::too_many_arguments)]
+    fn chunk_done(
+        &mut self,
+        temp: &mut Temp,
+        sidecar: &mut Option<&mut Sidecar>,
+        layout: &Layout,
+        chunks: &mut Chunks,
+        f: InFlight,
+        completion: Completion,
+        proven: Option<&str>,
+        budget: &mut Budget,
+        result: &mut DownloadResult,
+    ) -> Result<()> {
+        let dest = self.dest;
+        let InFlight {
+            index,
+            seq,
+            batch,
+            unproven,
+        } = f;
+        let stats = batch.stats();
+        let handed_back = batch.shared.handed_back();
+        drop(batch);
+        result.add(&stats);
+        let (offset, length) = layout.span(index);
+        if let Some(retry_after) = handed_back {
+            chunks.buffers.extend(completion.buffer);
+            // Throttled: the chunk goes back to the front, holding no slot, and waits for
+            // `Retry-After` or for the lowered window to have room.
+            let now = Instant::now();
+            chunks.window.throttled(seq, chunks.requests(), now);
+            chunks.queue.push_front(index);
+            // Sent again as a new transfer: a retry, though not one of the exchange's.
+            result.retries = result.retries.saturating_add(1);
+            budget.throttled(self.locator, result, layout.size)?;
+            let pause = match retry_after {
+                Some(wait) => Some(wait.min(RETRY_AFTER_CAP)),
+                // Nothing else is served: back off, doubling, so an idle store is not
+                // hammered by one chunk.
+                None if chunks.in_flight.is_empty() => Some(idle_pause(budget.streak)),
+                None => None,
+            };
+            if let Some(p) = pause.filter(|p| !p.is_zero()) {
+                chunks.hold = Some(chunks.hold.map_or(now + p, |h| h.max(now + p)));
+            }
+            return Ok(());
+        }
+        if let Err(e) = &completion.result {
+            return Err(e.clone());
+        }
+        if unproven && self.locator.is_remote() {
+            match (proven, completion.etag.as_deref()) {
+                (Some(want), Some(got)) if want == got => {}
+                (Some(_), Some(_)) => return Err(stream::changed(&self.locator.display())),
+                // Nothing proves this answer's version: read the chunk again, pinned.
+                _ => {
+                    chunks.buffers.extend(completion.buffer);
+                    chunks.queue.push_front(index);
+                    return Ok(());
+                }
+            }
+        }
+        budget.streak = 0;
+        chunks.window.clean(Instant::now());
+        if completion.got != length {
+            return Err(Error::new(
+                Status::Io,
+                format!(
+                    "{}: download completed {} of {length} bytes at offset {offset}",
+                    dest.display(),
+                    completion.got
+                ),
+            ));
+        }
+        temp.write_at(completion.bytes(), offset)
+            .map_err(|e| io_error(dest, "cannot write temporary output", e))?;
+        if let Some(s) = sidecar.as_deref_mut() {
+            s.done(index)
+                .map_err(|e| io_error(dest, "cannot write resume state", e))?;
+        }
+        chunks.buffers.extend(completion.buffer);
+        result.downloaded += length;
+        Ok(())
     }
 }
 
@@ -936,10 +1323,31 @@ const FAST_STREAM: f64 = 150e6;
 /// from the stream's body rate: `bytes` in `elapsed`. Parallel chunks pay off where one
 /// stream is slow (a store that serves each request slowly, or a window-limited path);
 /// where a stream already moves bytes about as fast as the client takes them, chunks only
-/// add round trips, buffers and copies. The one place to give the decision a link estimate.
+/// add round trips, buffers and copies.
 fn split(bytes: u64, elapsed: Duration) -> bool {
     let secs = elapsed.as_secs_f64();
     secs <= 0.0 || (bytes as f64) / secs < FAST_STREAM
+}
+
+/// How much more than one connection the link must carry for chunks to go out at once.
+const SPLIT_GAIN: f64 = 1.5;
+
+/// The link estimate's word on splitting, before a byte is read: `Some(false)` when its
+/// measured connections run at [`FAST_STREAM`] or more and no measurement shows the link
+/// carrying [`SPLIT_GAIN`] times more (one stream keeps up), `Some(true)` when they are
+/// slower and parallel bodies were measured to carry that much more, `None` (measure the
+/// stream) otherwise.
+fn verdict(e: &LinkEstimate) -> Option<bool> {
+    if e.rate_samples == 0 {
+        return None;
+    }
+    let connection = e.model.connection_rate as f64;
+    let more = e.total_samples > 0 && e.model.total_rate as f64 >= SPLIT_GAIN * connection;
+    match (connection >= FAST_STREAM, more) {
+        (true, false) => Some(false),
+        (false, true) => Some(true),
+        _ => None,
+    }
 }
 
 /// The pause before resubmitting when every chunk in flight was throttled and the store gave
@@ -993,38 +1401,6 @@ impl Budget {
     }
 }
 
-/// Cancels the chunks still in flight and waits until no worker holds them, so a download
-/// that stops (failure, deadline, cancellation) returns only once its requests are over.
-async fn settle(in_flight: Vec<InFlight>) {
-    for f in &in_flight {
-        f.batch.shared.cancel();
-    }
-    poll_fn(|cx| {
-        for f in &in_flight {
-            if f.batch.shared.poll_idle(cx).is_pending() {
-                return Poll::Pending;
-            }
-        }
-        Poll::Ready(())
-    })
-    .await
-}
-
-/// The first completion of any chunk in flight with the chunk's position, or `None` on a
-/// tick.
-async fn next_or_tick(in_flight: &[InFlight], ticker: &Ticker) -> Option<(usize, Completion)> {
-    poll_fn(|cx| {
-        for (i, f) in in_flight.iter().enumerate() {
-            // A batch of one read completes exactly once.
-            if let Poll::Ready(Some(done)) = Pin::new(&mut f.batch.next_async()).poll(cx) {
-                return Poll::Ready(Some((i, done)));
-            }
-        }
-        ticker.poll_tick(cx).map(|()| None)
-    })
-    .await
-}
-
 /// Runs a future on this thread, parking between wake-ups.
 pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
     struct Unpark(std::thread::Thread);
@@ -1060,18 +1436,52 @@ mod tests {
     }
 
     #[test]
-    fn chunks_start_on_the_grid_after_the_probe() {
+    fn chunks_lie_on_a_grid_from_the_first_byte() {
         let l = Layout {
             size: 100,
-            probe: 10,
             chunk: 20,
         };
         assert_eq!(l.count(), 5);
         assert_eq!(l.first_chunk_from(0), Some(0));
-        assert_eq!(l.first_chunk_from(10), Some(0));
-        assert_eq!(l.first_chunk_from(11), Some(1));
-        assert_eq!(l.first_chunk_from(90), Some(4));
-        assert_eq!(l.first_chunk_from(91), None);
-        assert_eq!(l.span(4), (90, 10));
+        assert_eq!(l.first_chunk_from(1), Some(1));
+        assert_eq!(l.first_chunk_from(20), Some(1));
+        assert_eq!(l.first_chunk_from(80), Some(4));
+        assert_eq!(l.first_chunk_from(81), None);
+        assert_eq!(l.span(4), (80, 20));
+        let short = Layout {
+            size: 90,
+            chunk: 20,
+        };
+        assert_eq!(short.span(4), (80, 10));
+    }
+
+    #[test]
+    fn the_link_estimate_splits_only_with_samples_that_show_a_slow_stream() {
+        let estimate = |connection: u64, total: u64, rate_samples, total_samples| {
+            let mut e = LinkEstimate::priors(8);
+            e.model.connection_rate = connection;
+            e.model.total_rate = total;
+            e.rate_samples = rate_samples;
+            e.total_samples = total_samples;
+            e
+        };
+        // Nothing measured: measure the stream.
+        assert_eq!(verdict(&estimate(10_000_000, 1_000_000_000, 0, 0)), None);
+        // Connections at 500 MB/s keep up with the link: never split.
+        assert_eq!(
+            verdict(&estimate(500_000_000, 600_000_000, 4, 4)),
+            Some(false)
+        );
+        assert_eq!(verdict(&estimate(500_000_000, 0, 4, 0)), Some(false));
+        // Fast connections on a link measured to carry far more: measure the stream.
+        assert_eq!(verdict(&estimate(500_000_000, 2_000_000_000, 4, 4)), None);
+        // 60 MB/s connections on a link measured at 400 MB/s: split at once.
+        assert_eq!(
+            verdict(&estimate(60_000_000, 400_000_000, 4, 2)),
+            Some(true)
+        );
+        // Slow connections, but nothing shows the link carrying more: measure.
+        assert_eq!(verdict(&estimate(60_000_000, 70_000_000, 4, 2)), None);
+        assert_eq!(verdict(&estimate(60_000_000, 400_000_000, 4, 0)), None);
     }
 }

@@ -10,7 +10,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-const MAGIC: &str = "karu-download 1";
+/// Version 2: chunks on a grid from byte 0 (version 1 put them after a probe).
+const MAGIC: &str = "karu-download 2";
 
 /// What an interrupted download left for the next call.
 #[derive(Debug, PartialEq, Eq)]

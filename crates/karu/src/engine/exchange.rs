@@ -585,9 +585,12 @@ pub(crate) struct RangeRead<'c, S> {
     sink: S,
 }
 
+/// The `last` of a [`RangeRead`] that asks for everything from its start (`bytes=start-`).
+pub(crate) const OPEN: u64 = u64::MAX;
+
 impl<'c, S: FnMut(u64, &[u8])> RangeRead<'c, S> {
-    /// Reads `[start, last]`; `sink(offset, bytes)` receives object bytes (possibly again
-    /// after a restart).
+    /// Reads `[start, last]` (to the object's end when `last` is [`OPEN`]); `sink(offset,
+    /// bytes)` receives object bytes (possibly again after a restart).
     pub(crate) fn new(
         settings: &Settings,
         start: u64,
@@ -615,9 +618,10 @@ impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
     type Output = Fetched;
 
     fn next_request(&self) -> (ByteRange, Option<Condition>) {
-        let range = ByteRange::Span {
-            first: self.start + self.kept,
-            last: self.last,
+        let first = self.start + self.kept;
+        let range = match self.last {
+            OPEN => ByteRange::From(first),
+            last => ByteRange::Span { first, last },
         };
         let pin = match (self.pin, &self.resume_tag) {
             (Some(p), _) => Some(p.clone()),
