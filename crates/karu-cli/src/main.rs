@@ -571,18 +571,11 @@ fn plan_command(
             if_match: None,
         })
         .collect();
-    // The reads' default (guards) unless the cost mode is chosen, or a link is described
-    // without choosing guards.
-    let mode = client.settings().option("KARU_COALESCE_MODE", "");
-    let link_given = link.rtt.is_some()
-        || link.bandwidth.is_some()
-        || link.per_connection.is_some()
-        || link.concurrency.is_some()
-        || link.per_request.is_some();
-    let guards_mode = match mode {
-        Some(m) => m.eq_ignore_ascii_case("guards"),
-        None => !link_given,
-    };
+    // The cost plan (the default) unless the guards are chosen.
+    let guards_mode = client
+        .settings()
+        .option("KARU_COALESCE_MODE", "")
+        .is_some_and(|m| m.eq_ignore_ascii_case("guards"));
     let (model, priors) = plan_link(client, link);
     let guards = plan::plan(&requests, &policy);
     let planned = if guards_mode {

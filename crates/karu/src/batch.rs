@@ -124,8 +124,9 @@ pub struct BatchStats {
     pub resumed: u64,
     /// Credential refreshes triggered by an authentication failure.
     pub credential_refreshes: u64,
-    /// The link the plan assumed (`KARU_COALESCE_MODE=cost` with remote reads; after a
-    /// first wave, the link the rest was planned for); `None` for a guards plan.
+    /// The link the plan assumed (`KARU_COALESCE_MODE=cost`, the default, with remote
+    /// reads; after a first wave, the link the rest was planned for); `None` for a guards
+    /// plan.
     pub assumed: Option<CostModel>,
 }
 

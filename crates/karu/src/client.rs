@@ -12,7 +12,7 @@ use crate::config::{Config, Settings};
 use crate::dest::Dest;
 use crate::engine::remote::LoopState;
 use crate::engine::split::SplitRead;
-use crate::engine::wave::Wave;
+use crate::engine::wave::{Measured, Wave};
 use crate::engine::{Engine, PartRead, Remote, Work, link};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
@@ -24,10 +24,9 @@ use crate::validate::condition::Condition;
 /// How the planner merges (`KARU_COALESCE_MODE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
-    /// The plan of smallest predicted time on the measured link.
+    /// The plan of smallest predicted time on the measured link (the default).
     Cost,
-    /// The guards alone (the spec's planner; the default until the cost model wins every
-    /// benchmark cell, see BENCHMARKS.md).
+    /// The guards alone (the spec's planner).
     Guards,
 }
 
@@ -72,8 +71,8 @@ impl Client {
             amplification: settings.coalesce_amplification(),
         };
         let mode = match settings.option("KARU_COALESCE_MODE", "") {
-            Some(v) if v.eq_ignore_ascii_case("cost") => Mode::Cost,
-            _ => Mode::Guards,
+            Some(v) if v.eq_ignore_ascii_case("guards") => Mode::Guards,
+            _ => Mode::Cost,
         };
         Ok(Client {
             inner: Arc::new(Inner {
@@ -226,12 +225,13 @@ impl Client {
                 .collect();
             let client = self.clone();
             let batch = Arc::clone(&shared);
+            let measured = self.link_measured(held.iter().find(|r| r.locator.is_remote()));
             let replan = Box::new(move || {
                 if !batch.is_cancelled() {
                     client.send_held(&batch, held, &policy);
                 }
             });
-            Wave::new(transfers.len().div_ceil(2), replan)
+            Wave::new(transfers.len(), measured, replan)
         });
         Counters::add(&shared.counters.transfers, transfers.len() as u64);
         let work = work(&mut slots, transfers, wave.as_ref());
@@ -240,6 +240,22 @@ impl Client {
         Ok(Batch {
             shared,
             _engine: Some(engine),
+        })
+    }
+
+    /// Whether a first wave has measured the link of `read`'s endpoint: its round trip and
+    /// its total rate.
+    fn link_measured(&self, read: Option<&Read>) -> Measured {
+        let endpoint = read.and_then(|r| link::locator_endpoint(&self.inner.settings, &r.locator));
+        let client = self.clone();
+        Box::new(move || {
+            endpoint.as_deref().is_some_and(|e| {
+                let estimate = client
+                    .engine()
+                    .links
+                    .estimate(e, client.inner.settings.concurrency());
+                estimate.rtt_samples > 0 && estimate.total_samples > 0
+            })
         })
     }
 

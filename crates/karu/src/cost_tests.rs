@@ -43,14 +43,14 @@ fn drain(batch: &crate::Batch, n: usize) -> HashMap<u64, Completion> {
 #[test]
 fn a_split_read_gets_every_byte_from_its_pieces() {
     let server = RangeServer::start();
-    let object = Locator::parse(&server.url("/ok/big?size=8388608")).unwrap();
+    let object = Locator::parse(&server.url("/ok/big?size=33554432")).unwrap();
     let batch = client()
-        .submit_modelled(vec![Read::new(&object, 1000, 6 << 20).tag(1)], slow())
+        .submit_modelled(vec![Read::new(&object, 1000, 24 << 20).tag(1)], slow())
         .unwrap();
     let done = drain(&batch, 1);
     let d = &done[&1];
     assert!(d.result.is_ok(), "{:?}", d.result);
-    assert_eq!(d.got, 6 << 20);
+    assert_eq!(d.got, 24 << 20);
     content::check("big", 1000, d.bytes()).unwrap();
     let requests = server.log().len();
     assert!(requests > 1, "one read was not split: {requests} request");
@@ -62,11 +62,11 @@ fn a_split_read_gets_every_byte_from_its_pieces() {
 fn a_failed_piece_fails_its_read_only() {
     let server = RangeServer::start();
     // The first request for `a` (one of its pieces) gets a 404; `b` is served normally.
-    let a = Locator::parse(&server.url("/status/a?size=8388608&code=404&times=1")).unwrap();
-    let b = Locator::parse(&server.url("/ok/b?size=8388608")).unwrap();
+    let a = Locator::parse(&server.url("/status/a?size=33554432&code=404&times=1")).unwrap();
+    let b = Locator::parse(&server.url("/ok/b?size=33554432")).unwrap();
     let reads = vec![
-        Read::new(&a, 0, 4 << 20).tag(0),
-        Read::new(&b, 0, 4 << 20).tag(1),
+        Read::new(&a, 0, 24 << 20).tag(0),
+        Read::new(&b, 0, 24 << 20).tag(1),
     ];
     let batch = client().submit_modelled(reads, slow()).unwrap();
     let done = drain(&batch, 2);
@@ -113,7 +113,12 @@ fn random_reads(rng: &mut Rng, size: u64) -> Vec<(u64, u64)> {
     let n = 1 + rng.below(40);
     (0..n)
         .map(|_| {
-            let most = if rng.below(2) == 0 { 3 << 20 } else { 64 << 10 };
+            // Now and then a read large enough to split (pieces are at least MIN_PIECE).
+            let most = match rng.below(16) {
+                0 => 20 << 20,
+                1..8 => 3 << 20,
+                _ => 64 << 10,
+            };
             let length = 1 + rng.below(most);
             (rng.below(size), length)
         })
@@ -151,7 +156,7 @@ fn check(d: &Completion, name: &str, offset: u64, length: u64, size: u64, faults
 fn random_merges_and_splits_give_exact_bytes_remote_with_faults_and_local() {
     let server = RangeServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let size = 16u64 << 20;
+    let size = 32u64 << 20;
     let path = dir.path().join("local.bin");
     content::write_file(&path, "local", size).unwrap();
     let local = Locator::parse(path.to_str().unwrap()).unwrap();

@@ -11,7 +11,14 @@
 //!   transport), the median of the last samples, plus [`TRANSPORT_COST`] for the client's
 //!   share that is not timed (writing the request, parsing the answer).
 //! - **Connection rate**: body bytes ÷ (last byte − first byte) of first attempts answered 2xx
-//!   with at least [`RATE_BODY`] bytes; the median of the last samples.
+//!   with at least [`RATE_BODY`] bytes that arrived alone (no other body of the endpoint
+//!   arriving at any time during it); the median of the last samples. A body sharing the link
+//!   measures its share, not what one connection can carry: taken as a connection's rate it
+//!   would make one transfer look many times slower than the link and the planner would cut
+//!   every large read. Until a lone body is measured, one connection is assumed to carry the
+//!   whole link (the total rate), and until overlapping bodies are, the link is assumed to
+//!   carry what one connection does: splitting then gains nothing, so no plan splits on a
+//!   guess.
 //! - **Total rate**: bytes of every body ÷ the time at least one body of the endpoint was
 //!   arriving, over windows of at least [`TOTAL_WINDOW`] and [`TOTAL_BYTES`] in which two or
 //!   more bodies overlapped; the largest of the last few windows (the link's capacity is what
@@ -104,6 +111,8 @@ struct Endpoint {
     since: Option<Instant>,
     /// Time with a body arriving in this window, before `since`.
     busy: Duration,
+    /// Bodies started so far (a body that saw none start while it arrived was alone).
+    starts: u64,
 }
 
 impl Endpoint {
@@ -117,16 +126,22 @@ impl Endpoint {
             peak: 0,
             since: None,
             busy: Duration::ZERO,
+            starts: 0,
         }
     }
 
-    fn body_started(&mut self, now: Instant, bytes: &AtomicU64) {
+    /// A body starts arriving; returns its ticket when no other body is arriving (it stays
+    /// alone while [`Endpoint::starts`] still equals the ticket).
+    fn body_started(&mut self, now: Instant, bytes: &AtomicU64) -> Option<u64> {
         self.window(now, bytes);
-        if self.receiving == 0 {
+        let alone = self.receiving == 0;
+        if alone {
             self.since = Some(now);
         }
         self.receiving += 1;
         self.peak = self.peak.max(self.receiving);
+        self.starts += 1;
+        alone.then_some(self.starts)
     }
 
     fn body_ended(&mut self, now: Instant, bytes: &AtomicU64) {
@@ -163,8 +178,15 @@ impl Endpoint {
         let prior = CostModel::priors(concurrency);
         let secs = |v: f64| Duration::try_from_secs_f64(v).unwrap_or(Duration::MAX);
         let rate = |v: f64| (v as u64).max(1);
-        let connection_rate = self.rate.median().map_or(prior.connection_rate, rate);
-        let total_rate = self.total.max().map_or(prior.total_rate, rate);
+        let measured = self.rate.median().map(rate);
+        // No overlapping bodies yet: the link is assumed to carry what one connection does
+        // (a measured one, else the prior); no lone body yet: one connection is assumed to
+        // carry the link. Either way no split is planned on a guessed ratio of the two.
+        let total_rate = self
+            .total
+            .max()
+            .map_or(measured.unwrap_or(prior.total_rate), rate);
+        let connection_rate = measured.unwrap_or(total_rate);
         LinkEstimate {
             model: CostModel {
                 rtt: self.rtt.min().map_or(prior.rtt, secs),
@@ -174,11 +196,7 @@ impl Endpoint {
                     .map_or(prior.per_request, |v| secs(v) + TRANSPORT_COST),
                 connection_rate,
                 // Measured connections bound the link from below.
-                total_rate: if self.rate.count > 0 || self.total.count > 0 {
-                    total_rate.max(connection_rate)
-                } else {
-                    total_rate
-                },
+                total_rate: total_rate.max(connection_rate),
                 concurrency,
             },
             rtt_samples: self.rtt.count,
@@ -283,6 +301,8 @@ pub(crate) struct Meter<'a> {
     prepared: Cell<Option<Instant>>,
     sent: Cell<Option<Instant>>,
     first_byte: Cell<Option<Instant>>,
+    /// The body's ticket when it started alone (see [`Endpoint::body_started`]).
+    alone: Cell<Option<u64>>,
     bytes: Cell<u64>,
     status: Cell<u16>,
     new_connection: Cell<bool>,
@@ -298,6 +318,7 @@ impl<'a> Meter<'a> {
             prepared: Cell::new(None),
             sent: Cell::new(None),
             first_byte: Cell::new(None),
+            alone: Cell::new(None),
             bytes: Cell::new(0),
             status: Cell::new(0),
             new_connection: Cell::new(false),
@@ -341,7 +362,7 @@ impl<'a> Meter<'a> {
         if self.first_byte.get().is_none() {
             let now = Instant::now();
             self.first_byte.set(Some(now));
-            link.lock().body_started(now, &link.bytes);
+            self.alone.set(link.lock().body_started(now, &link.bytes));
         }
         link.bytes.fetch_add(n, Ordering::Relaxed);
         self.bytes.set(self.bytes.get().saturating_add(n));
@@ -359,6 +380,7 @@ impl<'a> Meter<'a> {
         let bytes = self.bytes.get();
         let clean = clean && (200..300).contains(&self.status.get());
         let mut e = link.lock();
+        let alone = self.alone.take().is_some_and(|t| t == e.starts);
         e.body_ended(now, &link.bytes);
         if !clean {
             return;
@@ -375,7 +397,7 @@ impl<'a> Meter<'a> {
                 .push(first.saturating_duration_since(sent).as_secs_f64() / trips);
         }
         let body = now.saturating_duration_since(first);
-        if bytes >= RATE_BODY && !body.is_zero() {
+        if alone && bytes >= RATE_BODY && !body.is_zero() {
             e.rate.push(bytes as f64 / body.as_secs_f64());
         }
     }
@@ -424,8 +446,35 @@ mod tests {
         let warm = table.estimate("http://h:1", 8);
         assert_eq!(warm.model.rtt, Duration::from_millis(20));
         assert_eq!(warm.model.connection_rate, 51_000_000);
-        assert_eq!(warm.model.total_rate, CostModel::PRIOR_TOTAL_RATE);
+        // No overlapping bodies measured: the link carries what one connection does.
+        assert_eq!(warm.model.total_rate, 51_000_000);
         assert_eq!((warm.rtt_samples, warm.rate_samples), (4, 5));
+    }
+
+    #[test]
+    fn a_connection_rate_comes_from_lone_bodies_only() {
+        let table = LinkTable::default();
+        let link = table.link("http://h:1");
+        let meter = |ms: u64| {
+            let m = Meter::new(Some(&table));
+            m.preparing();
+            m.sent(&"http://h:1/x".parse().unwrap());
+            m.head(206, false);
+            m.body(1 << 20);
+            std::thread::sleep(Duration::from_millis(ms));
+            m
+        };
+        // Two bodies side by side: each measures its share of the link, not a connection.
+        let (a, b) = (meter(0), meter(5));
+        a.ended(true);
+        b.ended(true);
+        assert_eq!(link.lock().rate.count, 0);
+        // A body alone is a sample.
+        meter(5).ended(true);
+        assert_eq!(link.lock().rate.count, 1);
+        // Nothing alone measured: one connection is assumed to carry the link.
+        let cold = LinkTable::default().estimate("http://h:1", 8);
+        assert_eq!(cold.model.connection_rate, cold.model.total_rate);
     }
 
     #[test]

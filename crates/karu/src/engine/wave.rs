@@ -1,6 +1,9 @@
 //! Learning within the first batch: a batch planned from priors (a cold link) sends a first
-//! wave of transfers and keeps the rest of its reads back; once half the wave has ended (and
-//! so measured the link), the rest is planned again from the estimates and sent.
+//! wave of transfers and keeps the rest of its reads back; once half the wave has ended and
+//! the wave has measured the link (the round trip and the total rate, which needs bodies
+//! overlapping for a while), or once all of it has ended, the rest is planned again from the
+//! estimates and sent. Re-planning before the total rate is known would plan the rest from the
+//! prior rate, which is what the wave was sent to replace.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -8,19 +11,26 @@ use std::sync::{Arc, Mutex};
 /// What re-plans and sends the reads held back.
 pub(crate) type Replan = Box<dyn FnOnce() + Send>;
 
-/// A first wave: after `trigger` of its transfers have ended, `replan` runs (once) on the
-/// thread that ended the last of them.
+/// Whether the wave has measured what the re-plan needs.
+pub(crate) type Measured = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// A first wave of `size` transfers: once `trigger` of them have ended and `measured` holds,
+/// or all have ended, `replan` runs (once) on the thread that ended the last of them.
 pub(crate) struct Wave {
     trigger: usize,
+    size: usize,
     ended: AtomicUsize,
+    measured: Measured,
     replan: Mutex<Option<Replan>>,
 }
 
 impl Wave {
-    pub(crate) fn new(trigger: usize, replan: Replan) -> Arc<Wave> {
+    pub(crate) fn new(size: usize, measured: Measured, replan: Replan) -> Arc<Wave> {
         Arc::new(Wave {
-            trigger: trigger.max(1),
+            trigger: size.div_ceil(2).max(1),
+            size: size.max(1),
             ended: AtomicUsize::new(0),
+            measured,
             replan: Mutex::new(Some(replan)),
         })
     }
@@ -45,7 +55,8 @@ impl std::fmt::Debug for Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         let wave = &self.0;
-        if wave.ended.fetch_add(1, Ordering::AcqRel) + 1 == wave.trigger {
+        let ended = wave.ended.fetch_add(1, Ordering::AcqRel) + 1;
+        if ended >= wave.size || (ended >= wave.trigger && (wave.measured)()) {
             let replan = wave.replan.lock().unwrap_or_else(|e| e.into_inner()).take();
             if let Some(replan) = replan {
                 replan();
@@ -58,23 +69,36 @@ impl Drop for Ticket {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_replan_runs_once_when_the_trigger_is_reached() {
-        let runs = Arc::new(AtomicUsize::new(0));
-        let counted = Arc::clone(&runs);
+    /// A wave of 4 whose link is measured once `measured_after` transfers have ended; the
+    /// number of transfers ended when the re-plan ran.
+    fn replanned_after(measured_after: usize) -> usize {
+        let ended = Arc::new(AtomicUsize::new(0));
+        let ran_at = Arc::new(AtomicUsize::new(0));
+        let (seen, at) = (Arc::clone(&ended), Arc::clone(&ran_at));
         let wave = Wave::new(
-            2,
+            4,
+            Box::new(move || seen.load(Ordering::SeqCst) + 1 >= measured_after),
             Box::new(move || {
-                counted.fetch_add(1, Ordering::SeqCst);
+                assert_eq!(at.swap(1, Ordering::SeqCst), 0, "the re-plan ran twice");
             }),
         );
-        let tickets: Vec<Ticket> = (0..4).map(|_| wave.ticket()).collect();
-        let mut tickets = tickets.into_iter();
-        drop(tickets.next());
-        assert_eq!(runs.load(Ordering::SeqCst), 0);
-        drop(tickets.next());
-        assert_eq!(runs.load(Ordering::SeqCst), 1);
-        drop(tickets);
-        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        for t in (0..4).map(|_| wave.ticket()).collect::<Vec<_>>() {
+            drop(t);
+            if ran_at.load(Ordering::SeqCst) == 1 {
+                ran_at.store(2 + ended.load(Ordering::SeqCst), Ordering::SeqCst);
+            }
+            ended.fetch_add(1, Ordering::SeqCst);
+        }
+        ran_at.load(Ordering::SeqCst) - 1
+    }
+
+    #[test]
+    fn the_replan_waits_for_half_the_wave_and_a_measured_link() {
+        // Measured from the start: at half the wave.
+        assert_eq!(replanned_after(1), 2);
+        // Measured later: as soon as it is.
+        assert_eq!(replanned_after(3), 3);
+        // Never measured: when the whole wave has ended.
+        assert_eq!(replanned_after(usize::MAX), 4);
     }
 }

@@ -34,9 +34,12 @@ use super::{
     Entry, Part, Plan, Policy, Prepared, Request, Span, Transfer, emit, guards_gap, sweep, transfer,
 };
 
-/// The smallest piece a transfer is cut into (a smaller one costs a round trip for too few
-/// bytes on any link).
-pub const MIN_PIECE: u64 = 256 << 10;
+/// The smallest piece a transfer is cut into: 8 MiB, the download's chunk. A new connection
+/// starts slow (TCP's window starts near 14 KiB and doubles each round trip), so at 100 MB/s
+/// and 20 ms it carries about 4 MB before it runs at its rate; a smaller piece pays a request
+/// and a connection's ramp for bytes that one running transfer carries at full rate, and on a
+/// link with no round trip to hide (loopback, RTT ≈ 0) parallel pieces only add requests.
+pub const MIN_PIECE: u64 = 8 << 20;
 
 /// A link as the planner sees it, and the slots it may use.
 ///
@@ -83,9 +86,11 @@ impl CostModel {
     pub const PRIOR_RTT: Duration = Duration::from_millis(20);
     /// Per-request cost assumed before any measurement.
     pub const PRIOR_PER_REQUEST: Duration = Duration::from_micros(100);
-    /// One connection's rate assumed before any measurement: 100 MB/s (800 Mbit/s).
-    pub const PRIOR_CONNECTION_RATE: u64 = 100_000_000;
-    /// All connections' rate assumed before any measurement: 1.25 GB/s (10 Gbit/s).
+    /// All connections' rate assumed before any measurement: 1.25 GB/s (10 Gbit/s). One
+    /// connection is assumed to carry as much until a body arriving alone is measured: how
+    /// much faster several connections are than one is what makes a split pay, and a guess
+    /// of it would split (and open connections for) every large read on a link where one
+    /// connection is as fast.
     pub const PRIOR_TOTAL_RATE: u64 = 1_250_000_000;
 
     /// The documented priors, with `concurrency` slots.
@@ -93,13 +98,13 @@ impl CostModel {
     /// ```
     /// let m = karu::plan::CostModel::priors(64);
     /// assert_eq!(m.rtt, std::time::Duration::from_millis(20));
-    /// assert_eq!((m.connection_rate, m.total_rate, m.concurrency), (100_000_000, 1_250_000_000, 64));
+    /// assert_eq!((m.connection_rate, m.total_rate, m.concurrency), (1_250_000_000, 1_250_000_000, 64));
     /// ```
     pub fn priors(concurrency: u32) -> CostModel {
         CostModel {
             rtt: Self::PRIOR_RTT,
             per_request: Self::PRIOR_PER_REQUEST,
-            connection_rate: Self::PRIOR_CONNECTION_RATE,
+            connection_rate: Self::PRIOR_TOTAL_RATE,
             total_rate: Self::PRIOR_TOTAL_RATE,
             concurrency,
         }
@@ -337,10 +342,11 @@ struct Choice {
 /// use std::time::Duration;
 /// use karu::plan::{plan_cost, CostModel, Policy, Request};
 /// let object = karu::Locator::parse("https://example.com/big.bin")?;
-/// // One 64 MiB read on a fast link with a 20 ms round trip is cut into pieces that run in
-/// // parallel; each piece is a part with the read's index and its place in the read.
+/// // One 64 MiB read with a 20 ms round trip, on a link whose connections carry 100 MB/s
+/// // each and 1.25 GB/s together, is cut into pieces that run in parallel; each piece is a
+/// // part with the read's index and its place in the read.
 /// let read = [Request { locator: &object, offset: 0, length: 64 << 20, if_match: None }];
-/// let model = CostModel { rtt: Duration::from_millis(20), ..CostModel::priors(64) };
+/// let model = CostModel { connection_rate: 100_000_000, ..CostModel::priors(64) };
 /// let planned = plan_cost(&read, &Policy::default(), &model);
 /// assert!(planned.transfers.len() > 1);
 /// let mut next = 0;
