@@ -7,7 +7,6 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use karu_testkit::server::Logged;
 use karu_testkit::{LatencyProxy, RangeServer, content};
 use object_store::ObjectStoreExt as _;
 
@@ -46,7 +45,8 @@ pub enum Server {
 
 /// Where a count starts.
 pub enum Mark {
-    Testkit(u64),
+    /// The test kit server's connections accepted and body bytes sent.
+    Testkit(u64, u64),
     Nginx(u64),
     /// The proxy's requests, response body bytes and connections.
     Proxy(u64, u64, u64),
@@ -363,7 +363,7 @@ impl Server {
             }
             Server::Testkit { server, .. } => {
                 server.clear_log();
-                Mark::Testkit(server.connections_accepted())
+                Mark::Testkit(server.connections_accepted(), server.body_bytes_sent())
             }
             Server::Nginx { dir, .. } => {
                 Mark::Nginx(std::fs::metadata(dir.join("access.log")).map_or(0, |m| m.len()))
@@ -381,15 +381,11 @@ impl Server {
                     conns: p.connections() - c,
                 }
             }
-            (Server::Testkit { server, sizes }, Mark::Testkit(c0)) => {
-                let log = server.log();
-                let bytes = log.iter().map(|l| served(l, sizes)).sum();
-                Counted {
-                    requests: log.len() as u64,
-                    bytes,
-                    conns: server.connections_accepted() - c0,
-                }
-            }
+            (Server::Testkit { server, .. }, Mark::Testkit(c0, b0)) => Counted {
+                requests: server.log().len() as u64,
+                bytes: server.body_bytes_sent() - b0,
+                conns: server.connections_accepted() - c0,
+            },
             (Server::Nginx { dir, .. }, Mark::Nginx(at)) => {
                 // nginx writes each access-log line when the request ends; the child has
                 // exited, so its lines are all there.
@@ -467,27 +463,4 @@ fn start_script(
         cleanup::stop(env_file);
     }
     env
-}
-
-/// Body bytes the test kit server sent for one logged request, from its status and range.
-fn served(l: &Logged, sizes: &HashMap<String, u64>) -> u64 {
-    if l.method == "HEAD" {
-        return 0;
-    }
-    let size = sizes.get(&l.name).copied().unwrap_or(0);
-    match (l.status, l.range.as_deref()) {
-        (200, _) => size,
-        (206, Some(r)) => {
-            let Some((f, e)) = r.strip_prefix("bytes=").and_then(|r| r.split_once('-')) else {
-                return 0;
-            };
-            match (f.parse::<u64>(), e.parse::<u64>()) {
-                (Ok(f), Ok(e)) => e.min(size - 1) + 1 - f,
-                (Ok(f), Err(_)) => size - f,
-                (Err(_), Ok(n)) => n.min(size),
-                _ => 0,
-            }
-        }
-        _ => 0,
-    }
 }

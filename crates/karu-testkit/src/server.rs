@@ -179,6 +179,9 @@ struct Shared {
     next_conn: AtomicU64,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    /// Response body bytes handed to the connections (what a client that stops reading
+    /// early did not take is not counted, beyond what the socket buffers held).
+    body_bytes: AtomicU64,
     primary_port: u16,
     secondary_port: u16,
 }
@@ -215,6 +218,7 @@ impl RangeServer {
             next_conn: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
+            body_bytes: AtomicU64::new(0),
             primary_port: addr.port(),
             secondary_port: alt_addr.port(),
         });
@@ -311,6 +315,12 @@ impl RangeServer {
     /// Number of TCP connections accepted so far on both listeners.
     pub fn connections_accepted(&self) -> u64 {
         self.shared.next_conn.load(Ordering::SeqCst)
+    }
+
+    /// Response body bytes sent so far, as handed to the connections: an open-ended range
+    /// that the client stops reading counts what was sent, not what its range named.
+    pub fn body_bytes_sent(&self) -> u64 {
+        self.shared.body_bytes.load(Ordering::SeqCst)
     }
 
     /// Number of requests being handled right now.
@@ -485,7 +495,8 @@ enum Inner {
 
 struct ServerBody {
     inner: Inner,
-    _guard: InFlight,
+    /// Holds the request in flight until the body ends; counts the bytes sent.
+    in_flight: InFlight,
 }
 
 impl Body for ServerBody {
@@ -496,7 +507,7 @@ impl Body for ServerBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        match &mut self.inner {
+        let frame = match &mut self.inner {
             Inner::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             Inner::Gen { name, pos, end } => {
                 if *pos >= *end {
@@ -509,7 +520,14 @@ impl Body for ServerBody {
                 Poll::Ready(Some(Ok(Frame::data(Bytes::from(buf)))))
             }
             Inner::Chan(rx) => rx.poll_recv(cx).map(|o| o.map(|r| r.map(Frame::data))),
+        };
+        if let Poll::Ready(Some(Ok(f))) = &frame
+            && let Some(data) = f.data_ref()
+        {
+            let n = data.len() as u64;
+            self.in_flight.0.body_bytes.fetch_add(n, Ordering::SeqCst);
         }
+        frame
     }
 
     fn is_end_stream(&self) -> bool {
@@ -766,7 +784,7 @@ fn simple(status: u16, text: String, guard: InFlight) -> Resp {
     let body = Bytes::from(text);
     let mut r = Response::new(ServerBody {
         inner: Inner::Full(Some(body.clone())),
-        _guard: guard,
+        in_flight: guard,
     });
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     set(&mut r, "content-type", "text/plain".into());
@@ -1095,7 +1113,7 @@ async fn respond(
     };
     let mut r = Response::new(ServerBody {
         inner,
-        _guard: guard,
+        in_flight: guard,
     });
     *r.status_mut() = StatusCode::from_u16(status).expect("valid status");
     set(&mut r, "content-length", body_len.to_string());
@@ -1152,7 +1170,7 @@ fn multipart(
     let _ = tx.try_send(Ok(Bytes::from(body)));
     let mut r = Response::new(ServerBody {
         inner: Inner::Chan(rx),
-        _guard: guard,
+        in_flight: guard,
     });
     *r.status_mut() = StatusCode::PARTIAL_CONTENT;
     set(
