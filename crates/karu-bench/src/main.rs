@@ -20,6 +20,7 @@
 mod chart;
 mod cleanup;
 mod instructions;
+mod issue13;
 mod issue17;
 mod plain;
 mod pq;

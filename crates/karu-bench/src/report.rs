@@ -146,6 +146,7 @@ pub fn markdown(i: &Input<'_>) -> String {
         o.push_str(&headline(rows, i.workloads, set));
     }
     o.push_str(&targets(rows));
+    o.push_str(&crate::issue13::section(rows));
     o.push_str(&crate::issue17::section(rows));
 
     let _ = writeln!(
