@@ -1367,10 +1367,12 @@ fn the_link_estimate_splits_at_once_or_never() {
     let server = RangeServer::start();
     let size = 8 * CHUNK;
     let chunk = 512 << 10;
-    // Four 512 KiB bodies side by side at 2 MB/s each: slow connections, a faster link.
+    // One 512 KiB body alone at 2 MB/s (a connection's rate is measured only from a body
+    // that had the link to itself), then four side by side: slow connections, a faster link.
     let c = client(&[("KARU_COALESCE_GAP", "0")]);
     server.register("measure", 4 << 20);
     let trickle = object(&server, "/trickle/measure?rate=2000000");
+    c.fetch(vec![karu::Read::new(&trickle, 0, chunk)]).unwrap();
     let reads = (0..4)
         .map(|i| karu::Read::new(&trickle, i * (1 << 20), chunk))
         .collect();
