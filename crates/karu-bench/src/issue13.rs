@@ -153,27 +153,12 @@ pub fn section(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Profile;
 
     /// A row with one run of `wall` ms whose own plan's bound is `bound` ms.
     fn row(server: &str, w: char, rtt: u64, reader: Reader, wall: u64, bound: u64) -> Row {
         Row {
-            server: server.into(),
-            workload: w,
-            profile: Profile {
-                rtt_ms: rtt,
-                cap: None,
-            },
-            reader,
-            walls: vec![Duration::from_millis(wall)],
-            requests: vec![1],
-            bytes: vec![1],
-            conns: vec![1],
-            cpu: vec![0.1],
-            rss_kib: vec![1024],
-            extrapolated: false,
-            requested: 1,
             bound: Duration::from_millis(bound),
+            ..Row::sample(server, w, rtt, reader, wall)
         }
     }
 

@@ -217,30 +217,15 @@ pub fn section(rows: &[Row]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use super::*;
-    use crate::Profile;
 
     /// A row with one run: wall in ms, CPU s, peak RSS in MiB; 1 GB requested.
     fn row(server: &str, w: char, rtt: u64, reader: Reader, wall: u64, cpu: f64, rss: u64) -> Row {
         Row {
-            server: server.into(),
-            workload: w,
-            profile: Profile {
-                rtt_ms: rtt,
-                cap: None,
-            },
-            reader,
-            walls: vec![Duration::from_millis(wall)],
-            requests: vec![1],
-            bytes: vec![1_000_000_000],
-            conns: vec![1],
             cpu: vec![cpu],
             rss_kib: vec![rss * 1024],
-            extrapolated: false,
-            requested: 1_000_000_000,
-            bound: Duration::from_millis(1),
+            ..Row::sample(server, w, rtt, reader, wall)
         }
     }
 

@@ -94,6 +94,27 @@ impl Row {
         median(&self.walls)
     }
 
+    /// A row of one uncapped run taking `wall_ms`, for the report's unit tests: 1 GB
+    /// requested and fetched in one request, 0.1 CPU s, 1 MiB peak, a 1 ms bound.
+    #[cfg(test)]
+    pub fn sample(server: &str, workload: char, rtt_ms: u64, reader: Reader, wall_ms: u64) -> Row {
+        Row {
+            server: server.into(),
+            workload,
+            profile: Profile { rtt_ms, cap: None },
+            reader,
+            walls: vec![Duration::from_millis(wall_ms)],
+            requests: vec![1],
+            bytes: vec![1_000_000_000],
+            conns: vec![1],
+            cpu: vec![0.1],
+            rss_kib: vec![1024],
+            extrapolated: false,
+            requested: 1_000_000_000,
+            bound: Duration::from_millis(1),
+        }
+    }
+
     /// What the row's readers are compared within: its workload, where P's full scans are a
     /// comparison of their own (`P scan`).
     pub fn cell(&self) -> String {
