@@ -18,8 +18,11 @@ fn karu(args: &[&str], stdin: Option<&str>) -> Output {
         .spawn()
         .unwrap();
     let mut input = child.stdin.take().unwrap();
-    if let Some(s) = stdin {
-        input.write_all(s.as_bytes()).unwrap();
+    if let Some(s) = stdin
+        && let Err(e) = input.write_all(s.as_bytes())
+    {
+        // A child that fails before reading its input (a usage error) may close it first.
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
     }
     drop(input);
     child.wait_with_output().unwrap()
