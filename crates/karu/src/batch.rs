@@ -350,14 +350,19 @@ impl Shared {
     fn release(&self, done: impl IntoIterator<Item = Completion>) {
         let mut st = self.lock();
         st.busy = st.busy.saturating_sub(1);
+        self.hand_over(&mut st, done);
+        self.wake(st);
+        self.idle.notify_all();
+    }
+
+    /// Queues a worker's completions for the consumer (dropped once the batch is cancelled).
+    fn hand_over(&self, st: &mut State, done: impl IntoIterator<Item = Completion>) {
         if !self.is_cancelled() {
             for c in done {
                 st.pending = st.pending.saturating_sub(1);
                 st.ready.push_back(c);
             }
         }
-        self.wake(st);
-        self.idle.notify_all();
     }
 
     /// Completions that need no worker (planner rejections, unsupported backends).
@@ -454,6 +459,13 @@ pub(crate) struct Busy<'a> {
 }
 
 impl Busy<'_> {
+    /// Hands over completions of reads that ended while the worker goes on with the rest.
+    pub(crate) fn deliver(&self, done: impl IntoIterator<Item = Completion>) {
+        let mut st = self.shared.lock();
+        self.shared.hand_over(&mut st, done);
+        self.shared.wake(st);
+    }
+
     /// The worker is done with the destinations and hands over its completions.
     pub(crate) fn finish(self, done: impl IntoIterator<Item = Completion>) {
         let shared = self.shared;

@@ -140,7 +140,7 @@ pub(crate) fn job(
             let asked = end.unwrap_or(u64::MAX);
             let mut failed = None;
             let fetched = {
-                let sink = |at: u64, data: &[u8]| {
+                let sink = |at: u64, data: &[u8], _version: Option<&str>| {
                     let at = at - woff;
                     let stop = line.stop();
                     let n = stop.saturating_sub(at).min(data.len() as u64);

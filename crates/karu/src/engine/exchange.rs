@@ -588,9 +588,10 @@ pub(crate) struct RangeRead<'c, S> {
 /// The `last` of a [`RangeRead`] that asks for everything from its start (`bytes=start-`).
 pub(crate) const OPEN: u64 = u64::MAX;
 
-impl<'c, S: FnMut(u64, &[u8])> RangeRead<'c, S> {
+impl<'c, S: FnMut(u64, &[u8], Option<&str>)> RangeRead<'c, S> {
     /// Reads `[start, last]` (to the object's end when `last` is [`OPEN`]); `sink(offset,
-    /// bytes)` receives object bytes (possibly again after a restart).
+    /// bytes, version)` receives object bytes (possibly again after a restart) with the
+    /// strong ETag of the answer they came from.
     pub(crate) fn new(
         settings: &Settings,
         start: u64,
@@ -614,7 +615,7 @@ impl<'c, S: FnMut(u64, &[u8])> RangeRead<'c, S> {
     }
 }
 
-impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
+impl<S: FnMut(u64, &[u8], Option<&str>)> Handler for RangeRead<'_, S> {
     type Output = Fetched;
 
     fn next_request(&self) -> (ByteRange, Option<Condition>) {
@@ -708,8 +709,9 @@ impl<S: FnMut(u64, &[u8])> Handler for RangeRead<'_, S> {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
         let sink = &mut self.sink;
+        let version = tag.as_deref().or(self.caller_pin);
         let streamed = stream_body(env, url, resp.body, skip, len, |at, data| {
-            sink(first + at, data)
+            sink(first + at, data, version)
         })
         .await;
         match streamed {

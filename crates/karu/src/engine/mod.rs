@@ -7,6 +7,7 @@ pub(crate) mod exchange;
 mod faults;
 mod file;
 pub(crate) mod link;
+mod parts;
 mod queue;
 pub(crate) mod remote;
 mod secrets;

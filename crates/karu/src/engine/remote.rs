@@ -18,7 +18,8 @@ use tokio::sync::Notify;
 use super::credentials::{CredentialStage, Lookups, Resolver, Scope};
 use super::exchange::{Env, RangeRead};
 use super::link::{LinkTable, Meter};
-use super::{PartRead, Work, exchange};
+use super::parts::Parts;
+use super::{Work, exchange};
 use crate::backends;
 use crate::batch::{Completion, Counters, Shared};
 use crate::config::Settings;
@@ -392,17 +393,11 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
         pin,
         access,
     } = work;
-    // Buffers are allocated when the transfer runs; a read whose buffer cannot be had fails
-    // alone (a split read once all its pieces have ended).
+    // A whole read's buffer is allocated when its first byte arrives (`Parts`); a split
+    // read's when its transfer runs. A read whose buffer cannot be had fails alone (a split
+    // read once all its pieces have ended).
     let mut done = Vec::new();
-    let mut ready = Vec::with_capacity(parts.len());
-    for mut p in parts {
-        match p.dest.prepare(p.length) {
-            Ok(()) => ready.push(p),
-            Err(e) => done.push(p.complete(Err(e.context(locator.display())), 0)),
-        }
-    }
-    let mut parts = ready;
+    let mut parts = Parts::new(parts);
     let mut slices = Vec::with_capacity(pieces.len());
     for p in pieces {
         match p.read.prepare() {
@@ -410,10 +405,16 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
             Err(e) => done.extend(p.finish(&locator, &Err(e.context(locator.display())))),
         }
     }
+    // The transfer's last read is handed over with `finish`, after the transfer's counters,
+    // so a caller who has drained the batch sees its final stats.
+    let mut ended = Vec::new();
     let result = {
         let env = state.env(Some(&batch));
-        let sink = |at: u64, data: &[u8]| {
-            scatter(&mut parts, at, data);
+        let sink = |at: u64, data: &[u8], version: Option<&str>| {
+            parts.write(&locator, at, data, version, &mut ended);
+            if !ended.is_empty() && (parts.any_open() || !slices.is_empty()) {
+                busy.deliver(ended.drain(..));
+            }
             for p in &slices {
                 p.write(at, data);
             }
@@ -451,11 +452,12 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
         .into_iter()
         .filter_map(|p| p.finish(&locator, &fetched))
         .collect();
-    let whole = complete(&locator, parts, fetched.map(|(end, _)| end));
+    let whole = parts.finish(&locator, fetched.map(|(end, _)| end));
     done.extend(split.into_iter().chain(whole).map(|c| Completion {
         etag: etag.clone(),
         ..c
     }));
+    done.extend(ended);
     Counters::add(&batch.counters.transfers_finished, 1);
     busy.finish(done);
 }
@@ -472,57 +474,4 @@ async fn caught<F: Future + Unpin>(mut fut: F) -> std::result::Result<F::Output,
         }
     })
     .await
-}
-
-/// Copies object bytes `[at, at + data.len())` into every part they overlap.
-pub(crate) fn scatter(parts: &mut [PartRead], at: u64, data: &[u8]) {
-    let end = at + data.len() as u64;
-    for p in parts.iter_mut() {
-        if p.offset >= end {
-            break; // parts are in offset order
-        }
-        let p_end = p.offset + p.length;
-        if p_end <= at {
-            continue;
-        }
-        let from = at.max(p.offset);
-        let to = end.min(p_end);
-        p.dest.write(
-            (from - p.offset) as usize,
-            &data[(from - at) as usize..(to - at) as usize],
-        );
-    }
-}
-
-/// Completions for a transfer that delivered bytes up to `end` (or failed as a whole).
-pub(crate) fn complete(
-    locator: &Locator,
-    parts: Vec<PartRead>,
-    result: Result<u64>,
-) -> Vec<Completion> {
-    match result {
-        Err(e) => parts
-            .into_iter()
-            .map(|p| p.complete(Err(e.clone()), 0))
-            .collect(),
-        Ok(end) => parts
-            .into_iter()
-            .map(|p| {
-                let p_end = p.offset + p.length;
-                if p_end <= end {
-                    let len = p.length;
-                    p.complete(Ok(()), len)
-                } else {
-                    let got = end.saturating_sub(p.offset);
-                    let msg = format!(
-                        "{}: range [{}, +{}) passes the end of the object at byte {end}",
-                        locator.display(),
-                        p.offset,
-                        p.length
-                    );
-                    p.complete(Err(Error::new(Status::Range, msg)), got)
-                }
-            })
-            .collect(),
-    }
 }

@@ -146,7 +146,7 @@ async fn read_span(
     let fetched = {
         // Bytes arrive in order from `start`, and again from an earlier offset after a
         // restart: overwrite what is there, append the rest.
-        let sink = |at: u64, data: &[u8]| {
+        let sink = |at: u64, data: &[u8], _version: Option<&str>| {
             let i = (at - start) as usize;
             if buf.len() < i {
                 buf.resize(i, 0);
