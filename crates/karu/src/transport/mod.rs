@@ -48,8 +48,11 @@ use proxy::ProxyConfig;
 /// Largest unwanted body drained to keep its connection; larger ones abort it (spec §5.3).
 pub(crate) const DRAIN_LIMIT: u64 = 256 * 1024;
 
-/// Most bytes read from a connection at once (spec §5.3); reads start smaller and grow.
-const RECEIVE_BUFFER: usize = 256 * 1024;
+/// Most bytes read from a connection at once (spec §5.3 allows 64 or 256 KiB); reads start
+/// smaller and grow. 64 KiB: with 64 connections carrying long coalesced bodies, 256 KiB
+/// buffers cost 36-40 MiB of peak RSS on workload R against 21 MiB, while one stream on
+/// loopback is as fast (BENCHMARKS.md, "Peak RSS on R").
+const RECEIVE_BUFFER: usize = 64 * 1024;
 
 /// Most redirects followed by default (spec §5.3).
 pub(crate) const MAX_REDIRECTS: u32 = 10;
@@ -226,9 +229,8 @@ impl HttpClient {
                 // Let windows grow with the bandwidth-delay product instead of 64 KiB.
                 .http2_adaptive_window(true)
                 // Adaptive reads (hyper starts small and doubles while reads fill the
-                // buffer, halving again when they do not), up to the spec's 256 KiB: bulk
-                // bodies still arrive in large chunks, while a connection serving small
-                // answers holds a small buffer instead of a fixed 256 KiB.
+                // buffer, halving again when they do not), up to `RECEIVE_BUFFER`: a
+                // connection serving small answers holds a small buffer.
                 .http1_max_buf_size(RECEIVE_BUFFER)
                 .http2_only(h2_only);
             b.build(connector.clone())
