@@ -155,7 +155,7 @@ pub fn section(rows: &[Row]) -> String {
          karu's download writes into the file as it goes (`get_range` 8 MiB ×8 holds eight \
          chunks in memory). The reader programs keep the same things alive; the plans differ: \
          karu's defaults coalesce (R: about 12× the requested bytes in a quarter of the \
-         requests, each connection's receive buffer growing towards 256 KiB for the longer \
+         requests, each connection's receive buffer growing towards its 64 KiB ceiling for the longer \
          bodies), so karu at gap 0, whose plan is `get_range`'s, is checked beside them as the \
          like-for-like figure.\n",
     );
