@@ -141,7 +141,7 @@ impl Client {
     /// As [`submit`](Client::submit), with per-batch planner overrides (`Invalid` for values
     /// out of range).
     pub fn submit_with(&self, reads: Vec<Read>, overrides: &Overrides) -> Result<Batch> {
-        self.submit_inner(reads, overrides, false, None)
+        self.submit_inner(reads, self.inner.policy.with(overrides)?, false, None)
     }
 
     /// As [`submit`](Client::submit), planned by cost for the link `model` (whatever the
@@ -152,23 +152,24 @@ impl Client {
         reads: Vec<Read>,
         model: plan::CostModel,
     ) -> Result<Batch> {
-        self.submit_inner(reads, &Overrides::default(), false, Some(model))
+        self.submit_inner(reads, self.inner.policy, false, Some(model))
     }
 
-    /// Submits one download chunk: a throttled answer ends it at once (the download's window
-    /// paces the retry) instead of waiting inside the exchange.
-    pub(crate) fn submit_chunk(&self, read: Read) -> Result<Batch> {
-        self.submit_inner(vec![read], &Overrides::default(), true, None)
+    /// Submits one download chunk, its adjacent sub-reads back to back: planned with
+    /// [`CHUNK_POLICY`] (not the client's guards), so they are one transfer, one request,
+    /// whatever coalescing options the client has. A throttled answer ends it at once (the
+    /// download's window paces the retry) instead of waiting inside the exchange.
+    pub(crate) fn submit_chunk(&self, reads: Vec<Read>) -> Result<Batch> {
+        self.submit_inner(reads, CHUNK_POLICY, true, None)
     }
 
     fn submit_inner(
         &self,
         reads: Vec<Read>,
-        overrides: &Overrides,
+        policy: Policy,
         hand_back: bool,
         model: Option<plan::CostModel>,
     ) -> Result<Batch> {
-        let policy = self.inner.policy.with(overrides)?;
         let engine = self.engine();
         // A download chunk keeps its size: the download paces its own parallelism.
         let estimate = match (model, self.inner.mode) {
@@ -538,6 +539,16 @@ impl std::ops::Deref for RemoteHandle {
         self.0.remote().expect("checked when the handle was made")
     }
 }
+
+/// The guards a download chunk is planned with: adjacent reads of one object and version
+/// always merge (no span, part or amplification limit stops them, and a chunk's sub-reads
+/// leave no gap to fetch), so the chunk stays the one request it was as a single read.
+const CHUNK_POLICY: Policy = Policy {
+    gap: 1,
+    limit: u64::MAX,
+    parts: u64::MAX,
+    amplification: 1,
+};
 
 /// The plan of `reads`: by cost when an estimate of the link is given, else by the guards.
 fn plan_reads(reads: &[Read], policy: &Policy, estimate: Option<&LinkEstimate>) -> plan::Plan {

@@ -133,6 +133,74 @@ fn the_probe_is_unpinned_every_chunk_is_pinned_and_the_window_is_bounded() {
     assert_eq!((p.min, p.max, p.final_, p.cuts), (4, 4, 4, 0));
 }
 
+/// A chunk is several sub-reads (the download writes each as it completes), planned as one
+/// transfer whatever the client's coalescing options: one request per chunk, as ever.
+#[test]
+fn a_chunk_of_many_sub_reads_is_one_request_whatever_the_coalescing_options() {
+    const BIG: u64 = 1 << 20;
+    let size = 5 * BIG + 1000;
+    for (i, guards) in [
+        &[][..],
+        &[("KARU_COALESCE_GAP", "0")][..],
+        &[("KARU_COALESCE_LIMIT", "1")][..],
+        &[
+            ("KARU_COALESCE_PARTS", "1"),
+            ("KARU_COALESCE_MODE", "guards"),
+        ][..],
+        &[
+            ("KARU_COALESCE_AMPLIFICATION", "1"),
+            ("KARU_COALESCE_MODE", "cost"),
+        ][..],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let server = RangeServer::start();
+        let name = format!("guards{i}");
+        let l = object(&server, &format!("/ok/{name}?size={size}"));
+        let (_dir, dest) = scratch();
+        let result = client(guards).download(&l, &dest, options(BIG, 4)).unwrap();
+        check_file(&dest, &name, 0, size);
+        let mut ranges: Vec<String> = server
+            .log()
+            .iter()
+            .map(|r| r.range.clone().unwrap())
+            .collect();
+        by_start(&mut ranges);
+        assert_eq!(ranges, chunk_ranges(size, 0, BIG), "{guards:?}");
+        assert_eq!(result.requests, 6, "{guards:?}");
+        assert_eq!((result.downloaded, result.received_bytes), (size, size));
+    }
+}
+
+/// A chunk of many sub-reads answered 503 goes back to the queue whole, and lands later.
+#[test]
+fn a_throttled_chunk_of_many_sub_reads_goes_back_whole() {
+    const BIG: u64 = 1 << 20;
+    let server = RangeServer::start();
+    let size = 6 * BIG + 1000;
+    let path = format!("/status/bigpast?size={size}&code=503&times=4&retry_after=0");
+    let l = object(&server, &path);
+    let (_dir, dest) = scratch();
+    let c = client(&[("KARU_MAX_ATTEMPTS", "2")]);
+    let result = download_in_storm(&server, &l, &dest, &c, options(BIG, 3));
+    check_file(&dest, "bigpast", 0, size);
+    assert_eq!(result.throttled, 4);
+    assert_eq!((result.downloaded, result.size), (size, size));
+    // After the warm-up read, every request asked for a whole chunk: 7 chunks, 4 again.
+    let served: Vec<String> = server
+        .log()
+        .iter()
+        .filter(|r| r.range.as_deref() != Some("bytes=0-0"))
+        .map(|r| {
+            let range = r.range.clone().unwrap();
+            assert!(chunk_ranges(size, 0, BIG).contains(&range), "{range}");
+            range
+        })
+        .collect();
+    assert_eq!(served.len(), 7 + 4);
+}
+
 /// With chunks from the start, the first request is the first chunk (its body is the
 /// file's first bytes, however large the chunk), and the others follow it on the grid.
 #[test]

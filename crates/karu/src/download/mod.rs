@@ -35,7 +35,7 @@ use crate::locator::Locator;
 use crate::plan::LinkEstimate;
 use crate::probe::ObjectInfo;
 use crate::validate::condition::Condition;
-use chunks::{Chunks, InFlight, settle};
+use chunks::{Chunks, InFlight, SUB_READ, settle};
 use sidecar::{Saved, Sidecar};
 use stream::{Head, Line};
 use temp::{Temp, io_error};
@@ -1116,7 +1116,8 @@ impl Job<'_, '_> {
                     return Poll::Ready(Event::Streamed);
                 }
                 for (i, f) in chunks.in_flight.iter().enumerate() {
-                    // A batch of one read completes exactly once.
+                    // A chunk stays in flight until its last sub-read completed (or it failed):
+                    // its batch has a completion to come.
                     if let Poll::Ready(Some(done)) = Pin::new(&mut f.batch.next_async()).poll(cx) {
                         return Poll::Ready(Event::Chunk(i, done));
                     }
@@ -1128,14 +1129,13 @@ impl Job<'_, '_> {
                 // Taken in at the top of the loop.
                 Event::Streamed => {}
                 Event::Chunk(at, completion) => {
-                    let f = chunks.in_flight.swap_remove(at);
                     let proven = stream.as_ref().and_then(|(_, tag)| *tag);
-                    self.chunk_done(
+                    self.chunk_read(
                         temp,
                         &mut sidecar,
                         layout,
                         chunks,
-                        f,
+                        at,
                         completion,
                         proven,
                         budget,
@@ -1224,37 +1224,42 @@ impl Job<'_, '_> {
         Ok(())
     }
 
-    /// Handles one chunk's completion: written and recorded, sent again when throttled (or
-    /// when its answer could not prove the version), or the download's failure.
+    /// Handles the completion of one sub-read of the chunk at `at` in flight: written into
+    /// the file at its offset at once (its buffer freed with the completion), and the chunk
+    /// recorded once all its sub-reads are; the whole chunk sent again when throttled (or
+    /// when its answer could not prove the version); or the download's failure. A failing
+    /// chunk stays in flight, so the caller's `settle` waits until its transfer is over.
     #[allow(clippy::too_many_arguments)]
-    fn chunk_done(
+    fn chunk_read(
         &mut self,
         temp: &mut Temp,
         sidecar: &mut Option<&mut Sidecar>,
         layout: &Layout,
         chunks: &mut Chunks,
-        f: InFlight,
+        at: usize,
         completion: Completion,
         proven: Option<&str>,
         budget: &mut Budget,
         result: &mut DownloadResult,
     ) -> Result<()> {
         let dest = self.dest;
-        let InFlight {
-            index,
-            seq,
-            batch,
-            unproven,
-        } = f;
-        let stats = batch.stats();
-        let handed_back = batch.shared.handed_back();
-        drop(batch);
-        result.add(&stats);
-        let (offset, length) = layout.span(index);
-        if let Some(retry_after) = handed_back {
-            chunks.buffers.extend(completion.buffer);
-            // Throttled: the chunk goes back to the front, holding no slot, and waits for
-            // `Retry-After` or for the lowered window to have room.
+        let f = &mut chunks.in_flight[at];
+        f.left = f.left.saturating_sub(1);
+        let (offset, length) = layout.span(f.index);
+        if let Err(e) = &completion.result {
+            // A failed sub-read completes with its transfer's end (a throttled answer has
+            // been recorded by then), unless its own buffer could not be had.
+            let Some(retry_after) = f.batch.shared.handed_back() else {
+                return Err(e.clone());
+            };
+            let InFlight {
+                index, seq, batch, ..
+            } = chunks.in_flight.swap_remove(at);
+            result.add(&batch.stats());
+            drop(batch);
+            // Throttled: the whole chunk goes back to the front, holding no slot, and waits
+            // for `Retry-After` or for the lowered window to have room (sub-reads written
+            // before are written again, with the same version's bytes).
             let now = Instant::now();
             chunks.window.throttled(seq, chunks.requests(), now);
             chunks.queue.push_front(index);
@@ -1273,40 +1278,54 @@ impl Job<'_, '_> {
             }
             return Ok(());
         }
-        if let Err(e) = &completion.result {
-            return Err(e.clone());
-        }
-        if unproven && self.locator.is_remote() {
+        if f.unproven && self.locator.is_remote() {
             match (proven, completion.etag.as_deref()) {
                 (Some(want), Some(got)) if want == got => {}
                 (Some(_), Some(_)) => return Err(stream::changed(&self.locator.display())),
-                // Nothing proves this answer's version: read the chunk again, pinned.
-                _ => {
-                    chunks.buffers.extend(completion.buffer);
-                    chunks.queue.push_front(index);
-                    return Ok(());
-                }
+                // Nothing proves this answer's version: the chunk is read again, pinned,
+                // once its transfer is over (its counters are then final).
+                _ => f.redo = true,
             }
+        }
+        if !f.redo {
+            // The tag is the sub-read's place in the chunk.
+            let skip = completion.tag;
+            let want = length.saturating_sub(skip).min(SUB_READ);
+            if completion.got != want {
+                return Err(Error::new(
+                    Status::Io,
+                    format!(
+                        "{}: download completed {} of {want} bytes at offset {}",
+                        dest.display(),
+                        completion.got,
+                        offset + skip
+                    ),
+                ));
+            }
+            temp.write_at(completion.bytes(), offset + skip)
+                .map_err(|e| io_error(dest, "cannot write temporary output", e))?;
+        }
+        // Its buffer goes back to the allocator now, not when the chunk ends: this is what
+        // keeps a chunk in flight down to about one sub-read of memory.
+        drop(completion);
+        if f.left > 0 {
+            return Ok(());
+        }
+        let InFlight {
+            index, batch, redo, ..
+        } = chunks.in_flight.swap_remove(at);
+        result.add(&batch.stats());
+        drop(batch);
+        if redo {
+            chunks.queue.push_front(index);
+            return Ok(());
         }
         budget.streak = 0;
         chunks.window.clean(Instant::now());
-        if completion.got != length {
-            return Err(Error::new(
-                Status::Io,
-                format!(
-                    "{}: download completed {} of {length} bytes at offset {offset}",
-                    dest.display(),
-                    completion.got
-                ),
-            ));
-        }
-        temp.write_at(completion.bytes(), offset)
-            .map_err(|e| io_error(dest, "cannot write temporary output", e))?;
         if let Some(s) = sidecar.as_deref_mut() {
             s.done(index)
                 .map_err(|e| io_error(dest, "cannot write resume state", e))?;
         }
-        chunks.buffers.extend(completion.buffer);
         result.downloaded += length;
         Ok(())
     }
