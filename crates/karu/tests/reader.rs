@@ -157,6 +157,54 @@ fn a_small_object_on_a_slow_link_is_read_whole_at_its_first_miss() {
 }
 
 #[test]
+fn a_second_miss_in_a_small_object_reads_its_rest_on_a_fast_link() {
+    // The Parquet walk of pandas through karu.open on loopback: the footer, then column
+    // chunks forward through the file. A round trip carries far less than the rest, so the
+    // footer's miss fetches only its block; the next miss fetches the rest (5 blocks, at most
+    // SMALL_REST_BLOCKS), and every later read hits.
+    let server = RangeServer::start();
+    let size = 6 * MIB + 500_000;
+    let r = open(
+        &server,
+        &format!("/ok/smallrest?size={size}"),
+        ReaderOptions::default(),
+    );
+    check(
+        "smallrest",
+        size - 65_536,
+        &r.read_at(size - 65_536, 65_536).unwrap(),
+    );
+    for at in [4, 1_330_000, 2_950_000, 4_580_000, 6_200_000] {
+        let n = 298_000.min(size - at);
+        check("smallrest", at, &r.read_at(at, n).unwrap());
+    }
+    let log = server.log();
+    assert_eq!(log.len(), 3, "open, footer, then the rest: {log:?}");
+    assert_eq!(
+        log[2].header("range"),
+        Some(format!("bytes={MIB}-{}", 6 * MIB - 1).as_str())
+    );
+    assert_eq!(r.stats().bytes_fetched, size);
+
+    // A larger object (more than SMALL_REST_BLOCKS missing at the second miss) is not read
+    // whole: the walk reads ahead as a sweep instead.
+    let server = RangeServer::start();
+    let size = 30 * MIB;
+    let r = open(
+        &server,
+        &format!("/ok/largerest?size={size}"),
+        ReaderOptions::default(),
+    );
+    check(
+        "largerest",
+        size - 65_536,
+        &r.read_at(size - 65_536, 65_536).unwrap(),
+    );
+    check("largerest", 3 * MIB, &r.read_at(3 * MIB, 1000).unwrap());
+    assert!(r.stats().bytes_fetched < 8 * MIB, "{:?}", r.stats());
+}
+
+#[test]
 fn read_ranges_is_one_batch_and_fills_the_cache() {
     let server = RangeServer::start();
     let size = 8 * MIB;

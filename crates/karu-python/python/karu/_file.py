@@ -5,7 +5,9 @@ changed object fails reads with ``Status.PRECONDITION``); reads go through an al
 cache of ``cache_bytes`` with sequential readahead, so format libraries that issue many small
 reads (h5py, pyarrow) make few requests. A miss in an object of at most half the cache, on a
 link that carries its missing bytes within a round trip, fetches all of them: pyarrow reading
-a column projection of such a Parquet file then costs the open and one request.
+a column projection of such a Parquet file then costs the open and one request. On a faster
+link the second miss fetches the rest of such an object when at most 8 blocks are missing
+(the open, the footer and one request on loopback).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@
 //! later request is pinned to the version seen at open, so an object replaced meanwhile gives
 //! `Precondition`, never bytes of two versions. Concurrent misses on one block share one
 //! request; a sequential sweep grows a readahead window, and a miss in an object small enough
-//! that the link carries its missing bytes within a round trip fetches all of them. Local
-//! files are read directly.
+//! that the link carries its missing bytes within a round trip fetches all of them (so does
+//! a second miss when only a few blocks of it are missing). Local files are read directly.
 
 mod cache;
 mod cursor;

@@ -24,6 +24,11 @@ use crate::validate::condition::Condition;
 /// Readahead's cap in blocks (a sweep's requests then grow to this many blocks).
 const MAX_READAHEAD_BLOCKS: u64 = 64;
 
+/// Most blocks a second miss in a small object fetches to read the whole rest of it (see
+/// `Remote::read_rest`): at 1 MiB blocks, what fsspec's 5 MiB block cache reads in one or two
+/// misses.
+const SMALL_REST_BLOCKS: u64 = 8;
+
 /// One version of the object: what open (or a refresh) saw, and the blocks read from it.
 pub(super) struct Version {
     pub(super) len: u64,
@@ -35,6 +40,9 @@ pub(super) struct Version {
     readahead: Mutex<Readahead>,
     /// Readahead's cap in blocks: the most a miss fetches ahead.
     window_cap: u64,
+    /// Reads that missed in this version so far (each counted once, however many blocks
+    /// it missed).
+    missed_reads: AtomicU64,
     /// The version a refresh found after this one (versions only grow, so a `&Version`
     /// lent out stays valid for the reader's life).
     next: OnceLock<Box<Version>>,
@@ -54,6 +62,7 @@ impl Version {
             cache: BlockCache::new(options.cache_bytes),
             readahead: Mutex::new(Readahead::new(window)),
             window_cap: window,
+            missed_reads: AtomicU64::new(0),
             next: OnceLock::new(),
         }
     }
@@ -213,8 +222,9 @@ impl Remote {
                     .unwrap_or_else(|e| e.into_inner())
                     .on_read(first, last, !missed.is_empty());
                 if !missed.is_empty() {
+                    let nth = v.missed_reads.fetch_add(1, Ordering::Relaxed) + 1;
                     let last_block = v.len.div_ceil(bs).saturating_sub(1);
-                    let ahead = if self.rest_within_round_trip(v) {
+                    let ahead = if self.read_rest(v, nth) {
                         0..=last_block
                     } else {
                         last + 1..=last.saturating_add(window).min(last_block)
@@ -259,17 +269,26 @@ impl Remote {
         ranges.iter().map(|r| assemble(r, bs, &got)).collect()
     }
 
-    /// True when a miss should fetch every block of `v` not yet cached: the object fits in
-    /// the readahead's cap, and by the client's estimate of the link
-    /// ([`Client::link_estimate`]) one connection carries its missing bytes within a round
-    /// trip. A format reader that missed once in a small object usually misses again (a
-    /// Parquet projection reads a column chunk per row group, one by one); each later miss
-    /// would cost a round trip, more than the bytes that avoid it.
-    fn rest_within_round_trip(&self, v: &Version) -> bool {
+    /// True when the `nth` read to miss in `v` should fetch every block of `v` not yet
+    /// cached. The object must fit in the readahead's cap, and then either:
+    ///
+    /// - by the client's estimate of the link ([`Client::link_estimate`]) one connection
+    ///   carries the missing bytes within a round trip: a format reader that missed once in
+    ///   a small object usually misses again (a Parquet projection reads a column chunk per
+    ///   row group, one by one), and each later miss would cost a round trip, more than the
+    ///   bytes that avoid it;
+    /// - or this is at least the second miss and at most [`SMALL_REST_BLOCKS`] blocks are
+    ///   missing: a reader that missed twice keeps missing, and on a fast link, where the
+    ///   round-trip rule does not fire, each miss is still a request (which stores bill)
+    ///   while the rest costs only a few blocks of bytes, once.
+    fn read_rest(&self, v: &Version, nth: u64) -> bool {
         if v.len > v.window_cap.saturating_mul(self.options.block_size) {
             return false;
         }
         let rest = v.len.saturating_sub(v.cache.bytes());
+        if nth >= 2 && rest <= SMALL_REST_BLOCKS.saturating_mul(self.options.block_size) {
+            return true;
+        }
         let link = self.client.link_estimate(&self.locator).model;
         let carry = rest as f64 / link.connection_rate.max(1) as f64;
         carry <= (link.rtt + link.per_request).as_secs_f64()
