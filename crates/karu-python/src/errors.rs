@@ -5,23 +5,38 @@
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
-/// `karu._errors._from_status(code, message)`, looked up once per interpreter.
+/// `karu._errors._from_status(code, message, os)`, looked up once per interpreter.
 static FACTORY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-/// The Python exception of a karu error: the `karu.Error` subclass of its status.
+/// The Python exception of a karu error: the `karu.Error` subclass of its status (and, for a
+/// local file's I/O error, of its cause: a missing file is also a `FileNotFoundError`).
 pub(crate) fn to_py(py: Python<'_>, e: karu::Error) -> PyErr {
-    raise(py, e.status().code(), e.message())
+    make(py, e.status().code(), e.message(), os_cause(&e))
 }
 
 /// The Python exception of `code` (a karu status) with `message`.
 pub(crate) fn raise(py: Python<'_>, code: i32, message: &str) -> PyErr {
+    make(py, code, message, None)
+}
+
+/// The operating system's reason behind a karu error, where a builtin exception names it.
+fn os_cause(e: &karu::Error) -> Option<&'static str> {
+    let io = std::error::Error::source(e)?.downcast_ref::<std::io::Error>()?;
+    match io.kind() {
+        std::io::ErrorKind::NotFound => Some("not_found"),
+        std::io::ErrorKind::PermissionDenied => Some("permission"),
+        _ => None,
+    }
+}
+
+fn make(py: Python<'_>, code: i32, message: &str, os: Option<&str>) -> PyErr {
     let made = FACTORY
         .get_or_try_init(py, || {
             py.import("karu._errors")?
                 .getattr("_from_status")
                 .map(Bound::unbind)
         })
-        .and_then(|f| f.bind(py).call1((code, message)));
+        .and_then(|f| f.bind(py).call1((code, message, os)));
     match made {
         Ok(exc) => PyErr::from_value(exc),
         // The package is broken (its Python half missing): say so rather than lose the error.

@@ -3,6 +3,7 @@ matching builtin."""
 
 from __future__ import annotations
 
+import os
 import pickle
 from pathlib import Path
 
@@ -65,13 +66,34 @@ def test_invalid_and_malformed_are_value_errors(nginx: Nginx) -> None:
     assert caught2.value.status == karu.Status.INVALID
 
 
-def test_other_statuses_are_plain_errors(nginx: Nginx, tmp_path: Path) -> None:
+def test_a_missing_or_unreadable_local_file_is_the_builtin_error(tmp_path: Path) -> None:
     client = karu.Client(hermetic=True)
-    # karu reports a missing local file as IO, with the system's text.
-    with pytest.raises(karu.Error) as io_error:
+    # karu reports local file errors as IO (the spec's status), with the system's text; the
+    # exception also derives from the builtin that names the system's reason.
+    with pytest.raises(FileNotFoundError) as missing:
         client.read(str(tmp_path / "missing.bin"), 0, 1)
-    assert io_error.value.status == karu.Status.IO
-    assert "No such file" in str(io_error.value)
+    assert isinstance(missing.value, karu.FileMissingError)
+    assert missing.value.status == karu.Status.IO
+    assert "No such file" in str(missing.value)
+    with pytest.raises(FileNotFoundError):
+        with karu.open(str(tmp_path / "missing.bin")) as f:
+            f.read(1)
+    if os.geteuid() != 0:  # root reads a file whatever its mode
+        locked = tmp_path / "locked.bin"
+        locked.write_bytes(b"x")
+        locked.chmod(0)
+        with pytest.raises(PermissionError) as denied:
+            client.read(str(locked), 0, 1)
+        assert isinstance(denied.value, karu.FilePermissionError)
+    # Other IO errors stay plain: a directory is no file to read.
+    with pytest.raises(karu.Error) as directory:
+        client.read(str(tmp_path), 0, 1)
+    assert type(directory.value) is karu.Error
+    assert directory.value.status == karu.Status.IO
+
+
+def test_other_statuses_are_plain_errors(nginx: Nginx) -> None:
+    client = karu.Client(hermetic=True)
     with pytest.raises(karu.Error) as caught:
         client.read(f"{nginx.url}/small.bin", 990, 20)
     assert type(caught.value) is karu.Error
@@ -83,3 +105,18 @@ def test_errors_pickle() -> None:
     back = pickle.loads(pickle.dumps(e))
     assert type(back) is karu.NotFoundError
     assert (back.status, back.message) == (karu.Status.NOT_FOUND, "gone")
+
+
+def test_local_io_reasons_map_to_builtins() -> None:
+    # What the native module passes for a local file's I/O error (root, as in CI, reads any
+    # file, so a real permission error cannot be made there).
+    denied = karu._errors._from_status(-5, "locked.bin: Permission denied", "permission")
+    assert isinstance(denied, karu.FilePermissionError)
+    assert isinstance(denied, PermissionError)
+    assert denied.status == karu.Status.IO
+    missing = karu._errors._from_status(-5, "gone.bin: No such file", "not_found")
+    assert isinstance(missing, FileNotFoundError)
+    # The reason only refines IO: another status keeps its own class.
+    assert type(karu._errors._from_status(-7, "HTTP 500", "not_found")) is karu.Error
+    back = pickle.loads(pickle.dumps(missing))
+    assert type(back) is karu.FileMissingError

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 import enum
-from typing import Dict, Type
+from typing import Dict, Optional, Type
 
 
 class Status(enum.IntEnum):
@@ -82,6 +82,14 @@ class ConfigError(Error, ValueError):
     """An invalid option value (``Status.CONFIG``)."""
 
 
+class FileMissingError(Error, FileNotFoundError):
+    """A local file that does not exist (``Status.IO``, the status of every local file error)."""
+
+
+class FilePermissionError(Error, PermissionError):
+    """A local file this process may not read (``Status.IO``)."""
+
+
 _CLASSES: Dict[int, Type[Error]] = {
     Status.NOT_FOUND: NotFoundError,
     Status.AUTH: AuthError,
@@ -93,6 +101,15 @@ _CLASSES: Dict[int, Type[Error]] = {
 }
 
 
-def _from_status(code: int, message: str) -> Error:
-    """The exception of a karu status (called by the native module)."""
+_OS_CLASSES: Dict[str, Type[Error]] = {
+    "not_found": FileMissingError,
+    "permission": FilePermissionError,
+}
+
+
+def _from_status(code: int, message: str, os: Optional[str] = None) -> Error:
+    """The exception of a karu status (called by the native module); ``os`` names the
+    operating system's reason behind a local file's I/O error."""
+    if code == Status.IO and os in _OS_CLASSES:
+        return _OS_CLASSES[os](message, code)
     return _CLASSES.get(code, Error)(message, code)

@@ -39,7 +39,7 @@ pub(super) struct LocalFile {
 }
 
 fn io_error(display: &str, e: std::io::Error) -> Error {
-    Error::new(Status::Io, format!("{display}: {e}"))
+    Error::new(Status::Io, format!("{display}: {e}")).caused_by(e)
 }
 
 fn open(locator: &Locator, display: &str) -> Result<Opened> {
