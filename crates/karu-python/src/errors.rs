@@ -14,11 +14,6 @@ pub(crate) fn to_py(py: Python<'_>, e: karu::Error) -> PyErr {
     make(py, e.status().code(), e.message(), os_cause(&e))
 }
 
-/// The Python exception of `code` (a karu status) with `message`.
-pub(crate) fn raise(py: Python<'_>, code: i32, message: &str) -> PyErr {
-    make(py, code, message, None)
-}
-
 /// The operating system's reason behind a karu error, where a builtin exception names it.
 fn os_cause(e: &karu::Error) -> Option<&'static str> {
     let io = std::error::Error::source(e)?.downcast_ref::<std::io::Error>()?;
@@ -29,6 +24,7 @@ fn os_cause(e: &karu::Error) -> Option<&'static str> {
     }
 }
 
+/// The Python exception of `code` (a karu status) with `message` and the system's reason.
 fn make(py: Python<'_>, code: i32, message: &str, os: Option<&str>) -> PyErr {
     let made = FACTORY
         .get_or_try_init(py, || {
