@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use common::{client, object};
 use karu::{Chunking, Client, DownloadOptions, DownloadResult, Locator, OnChange, Status};
 use karu_testkit::content;
-use karu_testkit::server::{RangeServer, etag, versioned_name};
+use karu_testkit::server::{Logged, RangeServer, etag, versioned_name};
 
 const CHUNK: u64 = 64 << 10;
 
@@ -64,6 +64,18 @@ fn scratch() -> (tempfile::TempDir, PathBuf) {
 /// Sorts `bytes=F-L` ranges by their first byte.
 fn by_start(ranges: &mut [String]) {
     ranges.sort_by_key(|r| r[6..].split('-').next().unwrap().parse::<u64>().unwrap());
+}
+
+/// The `Range` headers of `log`, in the order sent.
+fn ranges_of(log: &[Logged]) -> Vec<String> {
+    log.iter().map(|r| r.range.clone().unwrap()).collect()
+}
+
+/// The `Range` headers `server` received, by their first byte.
+fn ranges_by_start(server: &RangeServer) -> Vec<String> {
+    let mut ranges = ranges_of(&server.log());
+    by_start(&mut ranges);
+    ranges
 }
 
 /// `Chunking::Always`: the first request reads the first chunk unpinned and is the probe;
@@ -161,13 +173,11 @@ fn a_chunk_of_many_sub_reads_is_one_request_whatever_the_coalescing_options() {
         let (_dir, dest) = scratch();
         let result = client(guards).download(&l, &dest, options(BIG, 4)).unwrap();
         check_file(&dest, &name, 0, size);
-        let mut ranges: Vec<String> = server
-            .log()
-            .iter()
-            .map(|r| r.range.clone().unwrap())
-            .collect();
-        by_start(&mut ranges);
-        assert_eq!(ranges, chunk_ranges(size, 0, BIG), "{guards:?}");
+        assert_eq!(
+            ranges_by_start(&server),
+            chunk_ranges(size, 0, BIG),
+            "{guards:?}"
+        );
         assert_eq!(result.requests, 6, "{guards:?}");
         assert_eq!((result.downloaded, result.received_bytes), (size, size));
     }
@@ -213,11 +223,7 @@ fn the_first_request_reads_the_first_chunk() {
         .download(&l, &dest, options(2 << 20, 8))
         .unwrap();
     check_file(&dest, "big", 0, size);
-    let mut ranges: Vec<String> = server
-        .log()
-        .iter()
-        .map(|r| r.range.clone().unwrap())
-        .collect();
+    let mut ranges = ranges_of(&server.log());
     assert_eq!(ranges.remove(0), "bytes=0-2097151");
     ranges.sort();
     assert_eq!(ranges, ["bytes=2097152-4194303", "bytes=4194304-5242879"]);
@@ -406,12 +412,7 @@ fn a_window_downloads_exactly_its_bytes() {
     let result = client(&[]).download(&l, &dest, options(CHUNK, 4)).unwrap();
     assert_eq!(result.size, 4 * CHUNK + 5);
     check_file(&dest, "win", 1000, 4 * CHUNK + 5);
-    let mut ranges: Vec<String> = server
-        .log()
-        .iter()
-        .map(|r| r.range.clone().unwrap())
-        .collect();
-    by_start(&mut ranges);
+    let ranges = ranges_by_start(&server);
     let expected: Vec<String> = [0, 1, 2, 3, 4]
         .iter()
         .map(|i| {
@@ -494,7 +495,7 @@ fn resume_fetches_only_the_missing_chunks() {
         Some(format!("bytes={}-{}", kept * CHUNK, (kept + 1) * CHUNK - 1))
     );
     assert_eq!(log[0].header("if-match"), None);
-    let mut ranges: Vec<String> = log.iter().map(|r| r.range.clone().unwrap()).collect();
+    let mut ranges = ranges_of(&log);
     by_start(&mut ranges);
     assert_eq!(ranges, chunk_ranges(size, kept * CHUNK, CHUNK));
     assert_eq!(result.requests, log.len() as u64);
@@ -1312,7 +1313,7 @@ fn a_window_sends_its_chunks_at_once_and_checks_their_etag() {
         unpinned >= 2,
         "the first request and the early chunks: {log:?}"
     );
-    let mut ranges: Vec<String> = log.iter().map(|r| r.range.clone().unwrap()).collect();
+    let mut ranges = ranges_of(&log);
     by_start(&mut ranges);
     let expected: Vec<String> = (0..5)
         .map(|i| {
