@@ -35,7 +35,7 @@ use crate::locator::Locator;
 use crate::plan::LinkEstimate;
 use crate::probe::ObjectInfo;
 use crate::validate::condition::Condition;
-use chunks::{Chunks, InFlight, SUB_READ, settle};
+use chunks::{Chunks, InFlight, settle, sub_read_length};
 use sidecar::{Saved, Sidecar};
 use stream::{Head, Line};
 use temp::{Temp, io_error};
@@ -1290,7 +1290,7 @@ impl Job<'_, '_> {
         if !f.redo {
             // The tag is the sub-read's place in the chunk.
             let skip = completion.tag;
-            let want = length.saturating_sub(skip).min(SUB_READ);
+            let want = sub_read_length(length, skip);
             if completion.got != want {
                 return Err(Error::new(
                     Status::Io,

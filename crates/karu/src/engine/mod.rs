@@ -29,6 +29,22 @@ pub(crate) use remote::Remote;
 /// How many file workers do positional reads.
 const FILE_WORKERS: usize = 4;
 
+/// The part of object bytes `[at, at + data.len())` that falls in `[offset, offset +
+/// length)`: its place from `offset`, and the bytes. `None` when they do not meet.
+pub(crate) fn overlap(offset: u64, length: u64, at: u64, data: &[u8]) -> Option<(u64, &[u8])> {
+    let end = at + data.len() as u64;
+    let p_end = offset + length;
+    if offset >= end || p_end <= at {
+        return None;
+    }
+    let from = at.max(offset);
+    let to = end.min(p_end);
+    Some((
+        from - offset,
+        &data[(from - at) as usize..(to - at) as usize],
+    ))
+}
+
 /// One read's place in a transfer: its absolute range, tag and destination.
 #[derive(Debug)]
 pub(crate) struct PartRead {

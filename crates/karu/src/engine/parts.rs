@@ -66,10 +66,9 @@ impl Parts {
             if p.offset >= end {
                 break;
             }
-            let p_end = p.offset + p.length;
-            if p_end <= at {
+            let Some((into, bytes)) = super::overlap(p.offset, p.length, at, data) else {
                 continue;
-            }
+            };
             if !slot.prepared {
                 if let Err(e) = p.dest.prepare(p.length) {
                     let e = e.context(locator.display());
@@ -78,13 +77,8 @@ impl Parts {
                 }
                 slot.prepared = true;
             }
-            let from = at.max(p.offset);
-            let to = end.min(p_end);
-            p.dest.write(
-                (from - p.offset) as usize,
-                &data[(from - at) as usize..(to - at) as usize],
-            );
-            if to == p_end {
+            p.dest.write(into as usize, bytes);
+            if into + bytes.len() as u64 == p.length {
                 let length = p.length;
                 done.extend(self.take(i).map(|p| Completion {
                     etag: version.map(str::to_owned),

@@ -28,17 +28,9 @@ pub(crate) struct PieceRead {
 impl PieceRead {
     /// Copies object bytes `[at, at + data.len())` that fall in this piece.
     pub(crate) fn write(&self, at: u64, data: &[u8]) {
-        let end = at + data.len() as u64;
-        let p_end = self.offset + self.length;
-        if self.offset >= end || p_end <= at {
-            return;
+        if let Some((into, bytes)) = super::overlap(self.offset, self.length, at, data) {
+            self.read.write(self.skip + into, bytes);
         }
-        let from = at.max(self.offset);
-        let to = end.min(p_end);
-        self.read.write(
-            self.skip + (from - self.offset),
-            &data[(from - at) as usize..(to - at) as usize],
-        );
     }
 
     /// Ends the piece: its transfer delivered bytes up to `end` from the object version
