@@ -497,10 +497,11 @@ fn plan_link(client: &Client, given: &PlanLink) -> (CostModel, Vec<&'static str>
     let model = CostModel {
         rtt: given.rtt.unwrap_or(prior.rtt),
         per_request: given.per_request.unwrap_or(prior.per_request),
-        connection_rate: given
-            .per_connection
-            .or(given.bandwidth)
-            .unwrap_or(prior.connection_rate),
+        connection_rate: given.per_connection.unwrap_or_else(|| {
+            given
+                .bandwidth
+                .map_or(prior.connection_rate, |b| b.min(prior.connection_rate))
+        }),
         total_rate: given.bandwidth.unwrap_or(prior.total_rate),
         concurrency,
     };

@@ -311,6 +311,12 @@ impl Shared {
         self.hand_back.store(true, Ordering::Release);
     }
 
+    /// True for a download chunk's batch (it hands throttling back): the download paces its
+    /// own parallelism, so its transfers do not wait at an endpoint's gate.
+    pub(crate) fn paces_itself(&self) -> bool {
+        self.hand_back.load(Ordering::Acquire)
+    }
+
     /// True when a throttled answer should end the exchange; it then records `retry_after`.
     pub(crate) fn hands_back(&self, retry_after: Option<Duration>) -> bool {
         let yes = self.hand_back.load(Ordering::Acquire);

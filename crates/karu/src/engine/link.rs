@@ -15,10 +15,11 @@
 //!   arriving at any time during it); the median of the last samples. A body sharing the link
 //!   measures its share, not what one connection can carry: taken as a connection's rate it
 //!   would make one transfer look many times slower than the link and the planner would cut
-//!   every large read. Until a lone body is measured, one connection is assumed to carry the
-//!   whole link (the total rate), and until overlapping bodies are, the link is assumed to
-//!   carry what one connection does: splitting then gains nothing, so no plan splits on a
-//!   guess.
+//!   every large read. Until a lone body is measured, one connection is assumed to carry
+//!   [`CostModel::PRIOR_CONNECTION_RATE`] (or the total rate when lower), so a large read is
+//!   cut into pieces; whether the pieces run side by side on a short link is for the
+//!   engine's gate to measure (see `engine::gate`), not for the prior to guess. Until
+//!   overlapping bodies are measured, the link is assumed to carry what one connection does.
 //! - **Total rate**: bytes of every body ÷ the time at least one body of the endpoint was
 //!   arriving, over windows of at least [`TOTAL_WINDOW`] and [`TOTAL_BYTES`] in which two or
 //!   more bodies overlapped; the largest of the last few windows (the link's capacity is what
@@ -181,12 +182,12 @@ impl Endpoint {
         let measured = self.rate.median().map(rate);
         // No overlapping bodies yet: the link is assumed to carry what one connection does
         // (a measured one, else the prior); no lone body yet: one connection is assumed to
-        // carry the link. Either way no split is planned on a guessed ratio of the two.
+        // carry the prior's rate, or the link's when that is lower.
         let total_rate = self
             .total
             .max()
             .map_or(measured.unwrap_or(prior.total_rate), rate);
-        let connection_rate = measured.unwrap_or(total_rate);
+        let connection_rate = measured.unwrap_or(total_rate.min(prior.connection_rate));
         LinkEstimate {
             model: CostModel {
                 rtt: self.rtt.min().map_or(prior.rtt, secs),
@@ -349,6 +350,11 @@ impl<'a> Meter<'a> {
         self.status.set(0);
     }
 
+    /// When the current attempt's request went to the transport.
+    pub(crate) fn sent_at(&self) -> Option<Instant> {
+        self.sent.get()
+    }
+
     /// The response head arrived.
     pub(crate) fn head(&self, status: u16, new_connection: bool) {
         self.status.set(status);
@@ -472,9 +478,9 @@ mod tests {
         // A body alone is a sample.
         meter(5).ended(true);
         assert_eq!(link.lock().rate.count, 1);
-        // Nothing alone measured: one connection is assumed to carry the link.
+        // Nothing alone measured: one connection is assumed to carry the prior's rate.
         let cold = LinkTable::default().estimate("http://h:1", 8);
-        assert_eq!(cold.model.connection_rate, cold.model.total_rate);
+        assert_eq!(cold.model.connection_rate, CostModel::PRIOR_CONNECTION_RATE);
     }
 
     #[test]

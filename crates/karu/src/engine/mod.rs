@@ -6,6 +6,7 @@ pub(crate) mod exchange;
 #[cfg(test)]
 mod faults;
 mod file;
+mod gate;
 pub(crate) mod link;
 mod parts;
 mod queue;

@@ -4,7 +4,7 @@
 //! small queue entries, not a million futures, sockets or buffers.
 
 use std::cell::RefCell;
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -17,7 +17,8 @@ use tokio::sync::Notify;
 
 use super::credentials::{CredentialStage, Lookups, Resolver, Scope};
 use super::exchange::{Env, RangeRead};
-use super::link::{LinkTable, Meter};
+use super::gate::{Admit, Admitted, BULK, Gate};
+use super::link::{self, LinkTable, Meter};
 use super::parts::Parts;
 use super::{Work, exchange};
 use crate::backends;
@@ -72,15 +73,31 @@ struct Slot {
     tasks: Mutex<Vec<Task>>,
 }
 
+/// A queued transfer: its batch, the work, and the gate of its endpoint when it is bulk.
+type Queued = (Arc<Shared>, Work, Option<Arc<Gate>>);
+
 struct Inner {
-    pending: Mutex<VecDeque<(Arc<Shared>, Work)>>,
+    pending: Mutex<VecDeque<Queued>>,
     slots: Vec<Slot>,
     shutdown: AtomicBool,
+    settings: Settings,
+    /// Bulk admission per endpoint (see [`super::gate`]).
+    gates: Mutex<HashMap<String, Arc<Gate>>>,
 }
 
 impl Inner {
-    fn pending(&self) -> MutexGuard<'_, VecDeque<(Arc<Shared>, Work)>> {
+    fn pending(&self) -> MutexGuard<'_, VecDeque<Queued>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The gate of the endpoint `locator`'s requests go to.
+    fn gate(&self, locator: &Locator) -> Option<Arc<Gate>> {
+        let endpoint = link::locator_endpoint(&self.settings, locator)?;
+        let mut gates = self.gates.lock().unwrap_or_else(|e| e.into_inner());
+        let gate = gates
+            .entry(endpoint)
+            .or_insert_with(|| Arc::new(Gate::new(self.settings.concurrency())));
+        Some(Arc::clone(gate))
     }
 
     /// Queues transfers and wakes the lowest loops with room (so serial reads reuse one
@@ -90,8 +107,24 @@ impl Inner {
         if left == 0 {
             return;
         }
-        self.pending()
-            .extend(work.into_iter().map(|w| (Arc::clone(batch), w)));
+        // A batch's bulk transfers mostly share one object: its endpoint is found once.
+        let mut last: Option<(Locator, Option<Arc<Gate>>)> = None;
+        let gated = !batch.paces_itself();
+        let queued: Vec<Queued> = work
+            .into_iter()
+            .map(|w| {
+                let gate = (gated && w.length >= BULK).then(|| match &last {
+                    Some((l, g)) if *l == w.locator => g.clone(),
+                    _ => {
+                        let g = self.gate(&w.locator);
+                        last = Some((w.locator.clone(), g.clone()));
+                        g
+                    }
+                });
+                (Arc::clone(batch), w, gate.flatten())
+            })
+            .collect();
+        self.pending().extend(queued);
         for slot in &self.slots {
             let room = slot
                 .share
@@ -177,6 +210,8 @@ impl Remote {
                 })
                 .collect(),
             shutdown: AtomicBool::new(false),
+            settings: settings.clone(),
+            gates: Mutex::new(HashMap::new()),
         });
         let forward = Arc::clone(&inner);
         let resolver = Arc::new(CacheResolver {
@@ -339,8 +374,31 @@ fn run_loop(
                 task(Rc::clone(&state));
             }
             while slot.active.load(Ordering::Acquire) < slot.share {
-                let Some((batch, work)) = inner.pending().pop_front() else {
-                    break;
+                let (batch, work, admitted) = {
+                    let mut pending = inner.pending();
+                    let Some((batch, _, gate)) = pending.front() else {
+                        break;
+                    };
+                    // A bulk transfer waits at its endpoint's gate, and what is queued
+                    // behind it waits too: a batch's transfers keep their order.
+                    let admitted = match gate.as_ref().filter(|_| !batch.is_cancelled()) {
+                        None => None,
+                        Some(gate) => {
+                            let now = Instant::now();
+                            match gate.enter(now) {
+                                Admit::Yes => Some(Admitted::new(Arc::clone(gate), now)),
+                                Admit::No => break,
+                                Admit::Until(at) => {
+                                    wake_at(inner, index, at);
+                                    break;
+                                }
+                            }
+                        }
+                    };
+                    let Some((batch, work, _)) = pending.pop_front() else {
+                        break;
+                    };
+                    (batch, work, admitted)
                 };
                 if batch.is_cancelled() {
                     continue; // dropped batch: discard unread
@@ -352,7 +410,7 @@ fn run_loop(
                 // the runtime moves a spawned future several times before it first runs;
                 // a box makes each move a pointer's instead of a copy of the whole state.
                 tokio::task::spawn_local(Box::pin(async move {
-                    run_transfer(&state, batch, work).await;
+                    run_transfer(&state, batch, work, admitted).await;
                     let slot = &inner.slots[index];
                     slot.active.fetch_sub(1, Ordering::AcqRel);
                     slot.wake.notify_one();
@@ -377,9 +435,24 @@ fn run_loop(
     });
 }
 
+/// Wakes loop `index` at `at` (a cold gate that may open then).
+fn wake_at(inner: &Arc<Inner>, index: usize, at: Instant) {
+    let inner = Arc::clone(inner);
+    tokio::task::spawn_local(async move {
+        tokio::time::sleep_until(at.into()).await;
+        inner.slots[index].wake.notify_one();
+    });
+}
+
 /// Runs one transfer and completes its reads; a panic on the way fails them instead (NOMEM:
 /// in a release build the only panics left to reach here are failed allocations).
-async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
+/// `admitted` is its place at its endpoint's gate when it is bulk.
+async fn run_transfer(
+    state: &LoopState,
+    batch: Arc<Shared>,
+    work: Work,
+    mut admitted: Option<Admitted>,
+) {
     let Some(busy) = batch.begin() else {
         return;
     };
@@ -411,6 +484,9 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
     let result = {
         let env = state.env(Some(&batch));
         let sink = |at: u64, data: &[u8], version: Option<&str>| {
+            if let Some(a) = admitted.as_mut() {
+                a.received(data.len(), env.meter.sent_at());
+            }
             parts.write(&locator, at, data, version, &mut ended);
             if !ended.is_empty() && (parts.any_open() || !slices.is_empty()) {
                 busy.deliver(ended.drain(..));
@@ -441,6 +517,8 @@ async fn run_transfer(state: &LoopState, batch: Arc<Shared>, work: Work) {
             ))
         })
     };
+    // The gate learns this transfer's end before the loop looks for the next.
+    drop(admitted);
     let fetched = result.map(|f| (f.end, (f.etag, f.last_modified)));
     // Every read of the transfer came from the answer that gave its last bytes (a split
     // read's pieces all came from one version, or the read failed).

@@ -86,25 +86,29 @@ impl CostModel {
     pub const PRIOR_RTT: Duration = Duration::from_millis(20);
     /// Per-request cost assumed before any measurement.
     pub const PRIOR_PER_REQUEST: Duration = Duration::from_micros(100);
-    /// All connections' rate assumed before any measurement: 1.25 GB/s (10 Gbit/s). One
-    /// connection is assumed to carry as much until a body arriving alone is measured: how
-    /// much faster several connections are than one is what makes a split pay, and a guess
-    /// of it would split (and open connections for) every large read on a link where one
-    /// connection is as fast.
+    /// All connections' rate assumed before any measurement: 1.25 GB/s (10 Gbit/s).
     pub const PRIOR_TOTAL_RATE: u64 = 1_250_000_000;
+    /// One connection's rate assumed until a body arriving alone is measured: 100 MB/s,
+    /// about what one connection to S3 carries (object stores serve each stream at a bounded
+    /// rate and scale by streams), and never more than the total rate. It makes the planner
+    /// cut a large transfer into pieces; how many of them run at once on a link with a short
+    /// round trip is measured by the engine (a bulk transfer waits at its endpoint's gate
+    /// while extra streams have not been seen to carry more), so a link where one
+    /// connection is as fast as many is not flooded with parallel pieces.
+    pub const PRIOR_CONNECTION_RATE: u64 = 100_000_000;
 
     /// The documented priors, with `concurrency` slots.
     ///
     /// ```
     /// let m = karu::plan::CostModel::priors(64);
     /// assert_eq!(m.rtt, std::time::Duration::from_millis(20));
-    /// assert_eq!((m.connection_rate, m.total_rate, m.concurrency), (1_250_000_000, 1_250_000_000, 64));
+    /// assert_eq!((m.connection_rate, m.total_rate, m.concurrency), (100_000_000, 1_250_000_000, 64));
     /// ```
     pub fn priors(concurrency: u32) -> CostModel {
         CostModel {
             rtt: Self::PRIOR_RTT,
             per_request: Self::PRIOR_PER_REQUEST,
-            connection_rate: Self::PRIOR_TOTAL_RATE,
+            connection_rate: Self::PRIOR_CONNECTION_RATE,
             total_rate: Self::PRIOR_TOTAL_RATE,
             concurrency,
         }

@@ -1,0 +1,369 @@
+//! How many bulk transfers ([`BULK`] bytes or more) run at once against one endpoint.
+//!
+//! Where a round trip is long, parallel transfers hide it, and the gate stays open (the
+//! client's concurrency is the only limit). Where it is short (loopback, a LAN), parallel
+//! transfers pay only when one connection cannot carry what the link can: a server that
+//! streams each body slowly (s3s-fs reads files in 4 KiB steps) wants many, while on a small
+//! machine with a fast server every extra stream costs CPU hand-offs and gains nothing. The
+//! two cannot be told apart without measuring, so on a short link the gate measures:
+//!
+//! - **Cold** (nothing learnt yet): [`START`] bulk transfers run. A first body byte within
+//!   [`SHORT`] of its request shows a short round trip (probing starts); none by then (from
+//!   the first admission) shows a long one, and the gate opens for good.
+//! - **Probing**: an epoch lasts until as many transfers have ended as the level allows (and
+//!   at least [`MIN_EPOCH`]); its rate is the bulk bytes received in it over its time. While
+//!   a level carries [`GAIN`] times the best rate so far, the level doubles; otherwise the
+//!   gate settles on the best level. An epoch in which no transfer had to wait (the work
+//!   ran short of the level) says nothing about the level and is started again.
+//! - **Settled**: the best level stays the limit for the client's life.
+//!
+//! Transfers below [`BULK`] never wait here: their time is a round trip, which parallel
+//! transfers always hide.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The smallest transfer the gate counts: half the planner's smallest piece, so every piece
+/// of a cut transfer is bulk, and a transfer whose time is mostly its round trip is not.
+pub(crate) const BULK: u64 = crate::plan::cost::MIN_PIECE / 2;
+/// Bulk transfers a cold or probing endpoint starts with.
+pub(crate) const START: u32 = 2;
+/// A first body byte sooner than this after its transfer started means a short round trip
+/// (on a new connection it holds the handshake too, so the round trip is below half of it).
+pub(crate) const SHORT: Duration = Duration::from_millis(2);
+/// How much faster a doubled level must be to keep growing.
+const GAIN: f64 = 1.25;
+/// Shortest epoch: below it a rate is a burst of buffered bytes.
+const MIN_EPOCH: Duration = Duration::from_millis(20);
+
+/// What the gate has learnt of its endpoint.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Regime {
+    /// Nothing yet; `since` is when the first bulk transfer started.
+    Cold { since: Option<Instant> },
+    /// A short round trip: measuring which level carries the most.
+    Probing,
+    /// Measured: the level stays.
+    Settled,
+    /// A long round trip: no limit.
+    Open,
+}
+
+/// The bytes and ends of one probing epoch.
+#[derive(Clone, Copy, Debug)]
+struct Epoch {
+    start: Instant,
+    bytes: u64,
+    ended: u32,
+    /// A transfer was refused in it: there was more work than the level let run.
+    refused: bool,
+}
+
+#[derive(Debug)]
+struct State {
+    running: u32,
+    level: u32,
+    regime: Regime,
+    epoch: Option<Epoch>,
+    /// The best level measured, with its rate (bytes per second).
+    best: Option<(u32, f64)>,
+}
+
+/// Whether a bulk transfer may start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// It may; it counts as running until its [`Admitted`] is dropped.
+    Yes,
+    /// Not before another bulk transfer of the endpoint ends.
+    No,
+    /// Not before another ends or `Instant` passes (a cold gate that may open then).
+    Until(Instant),
+}
+
+/// One endpoint's gate.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    state: Mutex<State>,
+    /// Bulk body bytes received, counted as they arrive (without the lock).
+    bytes: AtomicU64,
+    /// The most transfers the client runs at once.
+    ceiling: u32,
+}
+
+impl Gate {
+    pub(crate) fn new(ceiling: u32) -> Gate {
+        Gate {
+            state: Mutex::new(State {
+                running: 0,
+                level: START,
+                regime: Regime::Cold { since: None },
+                epoch: None,
+                best: None,
+            }),
+            bytes: AtomicU64::new(0),
+            ceiling: ceiling.max(1),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Plain counters: a panic cannot leave them inconsistent.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether one more bulk transfer may start at `now` (counted as running if so).
+    pub(crate) fn enter(&self, now: Instant) -> Admit {
+        let mut s = self.lock();
+        if let Regime::Cold { since: Some(t) } = s.regime
+            && now.saturating_duration_since(t) >= SHORT
+        {
+            // No first byte in time: a long round trip, which parallel transfers hide.
+            s.regime = Regime::Open;
+        }
+        let limit = match s.regime {
+            Regime::Open => self.ceiling,
+            Regime::Cold { .. } => START,
+            Regime::Probing | Regime::Settled => s.level,
+        };
+        if s.running < limit.max(1) {
+            s.running += 1;
+            if let Regime::Cold { since: None } = s.regime {
+                s.regime = Regime::Cold { since: Some(now) };
+            }
+            return Admit::Yes;
+        }
+        if let Some(e) = &mut s.epoch {
+            e.refused = true;
+        }
+        match s.regime {
+            Regime::Cold { since: Some(t) } => Admit::Until(t + SHORT),
+            _ => Admit::No,
+        }
+    }
+
+    /// The first body byte of a transfer whose request went out at `sent` arrived at `now`.
+    fn first_byte(&self, sent: Instant, now: Instant) {
+        let mut s = self.lock();
+        if let Regime::Cold { .. } = s.regime {
+            if now.saturating_duration_since(sent) < SHORT {
+                s.regime = Regime::Probing;
+                s.level = START;
+                s.epoch = Some(self.epoch(now));
+            } else {
+                s.regime = Regime::Open;
+            }
+        }
+    }
+
+    fn epoch(&self, now: Instant) -> Epoch {
+        Epoch {
+            start: now,
+            bytes: self.bytes.load(Ordering::Relaxed),
+            ended: 0,
+            refused: false,
+        }
+    }
+
+    /// A bulk transfer ended at `now`.
+    fn leave(&self, now: Instant) {
+        let mut s = self.lock();
+        s.running = s.running.saturating_sub(1);
+        if s.regime != Regime::Probing {
+            return;
+        }
+        let Some(mut epoch) = s.epoch else {
+            s.epoch = Some(self.epoch(now));
+            return;
+        };
+        epoch.ended += 1;
+        let elapsed = now.saturating_duration_since(epoch.start);
+        if epoch.ended < s.level || elapsed < MIN_EPOCH {
+            s.epoch = Some(epoch);
+            return;
+        }
+        if !epoch.refused {
+            // Nothing waited for the level: the work ran short, so this epoch measures
+            // nothing about it.
+            s.epoch = Some(self.epoch(now));
+            return;
+        }
+        let bytes = self.bytes.load(Ordering::Relaxed) - epoch.bytes;
+        let rate = bytes as f64 / elapsed.as_secs_f64();
+        match s.best {
+            Some((level, best)) if rate < best * GAIN => {
+                s.level = level;
+                s.regime = Regime::Settled;
+                s.epoch = None;
+            }
+            _ => {
+                s.best = Some((s.level, rate));
+                if s.level >= self.ceiling {
+                    s.regime = Regime::Settled;
+                    s.epoch = None;
+                } else {
+                    s.level = (s.level * 2).min(self.ceiling);
+                    s.epoch = Some(self.epoch(now));
+                }
+            }
+        }
+    }
+
+    /// The current limit, for tests.
+    #[cfg(test)]
+    fn limit(&self) -> Option<u32> {
+        let s = self.lock();
+        match s.regime {
+            Regime::Open => None,
+            Regime::Cold { .. } => Some(START),
+            Regime::Probing | Regime::Settled => Some(s.level),
+        }
+    }
+}
+
+/// A running bulk transfer: counts its body bytes for the gate, and leaves it when dropped
+/// (whichever way the transfer ends).
+#[derive(Debug)]
+pub(crate) struct Admitted {
+    gate: Arc<Gate>,
+    at: Instant,
+    seen: bool,
+}
+
+impl Admitted {
+    /// A transfer admitted by `gate` at `at` (after [`Gate::enter`] said yes).
+    pub(crate) fn new(gate: Arc<Gate>, at: Instant) -> Admitted {
+        Admitted {
+            gate,
+            at,
+            seen: false,
+        }
+    }
+
+    /// Body bytes arrived for the request that went out at `sent` (when known; else the
+    /// transfer's admission stands for it).
+    pub(crate) fn received(&mut self, n: usize, sent: Option<Instant>) {
+        if !self.seen {
+            self.seen = true;
+            self.gate
+                .first_byte(sent.unwrap_or(self.at), Instant::now());
+        }
+        self.gate.bytes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.gate.leave(Instant::now());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(t0: Instant, n: u64) -> Instant {
+        t0 + Duration::from_millis(n)
+    }
+
+    /// Runs `level` transfers that each carry `bytes` over `took` ms, then ends them.
+    fn epoch(gate: &Gate, t0: Instant, at: u64, took: u64, bytes: u64) {
+        let level = gate.limit().expect("a limit");
+        for _ in 0..level {
+            assert_eq!(gate.enter(ms(t0, at)), Admit::Yes);
+        }
+        assert_ne!(gate.enter(ms(t0, at)), Admit::Yes, "the level is the limit");
+        gate.bytes
+            .fetch_add(bytes * u64::from(level), Ordering::Relaxed);
+        for _ in 0..level {
+            gate.leave(ms(t0, at + took));
+        }
+    }
+
+    /// A probing gate on a short link, its first transfer's byte seen at once.
+    fn probing(ceiling: u32) -> (Gate, Instant) {
+        let gate = Gate::new(ceiling);
+        let t0 = Instant::now();
+        assert_eq!(gate.enter(t0), Admit::Yes);
+        gate.first_byte(t0, t0);
+        gate.leave(t0);
+        assert_eq!(gate.limit(), Some(START));
+        (gate, t0)
+    }
+
+    #[test]
+    fn a_cold_gate_holds_bulk_transfers_until_it_knows_the_round_trip() {
+        let gate = Gate::new(64);
+        let t0 = Instant::now();
+        assert_eq!(gate.enter(t0), Admit::Yes);
+        assert_eq!(gate.enter(t0), Admit::Yes);
+        assert_eq!(gate.enter(t0), Admit::Until(t0 + SHORT));
+        // No first byte within SHORT: a long round trip, and the gate opens.
+        let later = t0 + SHORT;
+        for _ in 0..62 {
+            assert_eq!(gate.enter(later), Admit::Yes);
+        }
+        assert_eq!(gate.limit(), None);
+    }
+
+    #[test]
+    fn a_slow_first_byte_opens_the_gate() {
+        let gate = Gate::new(64);
+        let t0 = Instant::now();
+        assert_eq!(gate.enter(t0), Admit::Yes);
+        gate.first_byte(t0, ms(t0, 10));
+        assert_eq!(gate.limit(), None);
+    }
+
+    #[test]
+    fn levels_double_while_the_rate_grows_and_settle_on_the_best() {
+        // A server whose every stream carries 150 MB/s, up to 600 MB/s in all.
+        let (gate, t0) = probing(64);
+        let per_stream = |level: u32| (150e6 * f64::from(level)).min(600e6) / f64::from(level);
+        let mut at = 0;
+        let mut levels = Vec::new();
+        while gate.lock().regime == Regime::Probing {
+            let level = gate.limit().unwrap();
+            levels.push(level);
+            // 50 ms per epoch; each stream's bytes at its share.
+            epoch(&gate, t0, at, 50, (per_stream(level) * 0.05) as u64);
+            at += 50;
+        }
+        assert_eq!(levels, [2, 4, 8]);
+        assert_eq!(gate.limit(), Some(4));
+    }
+
+    #[test]
+    fn a_link_one_stream_fills_settles_where_it_started() {
+        let (gate, t0) = probing(64);
+        epoch(&gate, t0, 0, 20, 25_000_000); // 2 streams: 2.5 GB/s
+        epoch(&gate, t0, 20, 40, 25_000_000); // 4 streams: the same 2.5 GB/s
+        assert_eq!(gate.lock().regime, Regime::Settled);
+        assert_eq!(gate.limit(), Some(START));
+    }
+
+    #[test]
+    fn an_epoch_whose_work_ran_short_measures_nothing() {
+        let (gate, t0) = probing(64);
+        // Two transfers run and end, and none waited for them: the epoch starts again.
+        assert_eq!(gate.enter(t0), Admit::Yes);
+        assert_eq!(gate.enter(t0), Admit::Yes);
+        gate.leave(ms(t0, 30));
+        gate.leave(ms(t0, 30));
+        assert_eq!(gate.lock().best, None);
+        assert_eq!(gate.lock().regime, Regime::Probing);
+        assert_eq!(gate.limit(), Some(START));
+    }
+
+    #[test]
+    fn an_admitted_transfer_leaves_when_dropped() {
+        let gate = Arc::new(Gate::new(64));
+        let now = Instant::now();
+        assert_eq!(gate.enter(now), Admit::Yes);
+        let mut a = Admitted::new(Arc::clone(&gate), now);
+        a.received(10, None);
+        assert_eq!(gate.bytes.load(Ordering::Relaxed), 10);
+        assert_eq!(gate.lock().running, 1);
+        drop(a);
+        assert_eq!(gate.lock().running, 0);
+    }
+}

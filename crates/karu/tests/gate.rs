@@ -1,0 +1,43 @@
+//! Bulk transfers where each stream is slow: a cold client cuts one large read into pieces,
+//! and its endpoint's gate lets them run side by side (by opening on a slow first byte, or by
+//! probing, where more streams carry more: here each connection is capped, so they do). The
+//! gate's probing and settling are unit tests in `engine::gate`. Every byte is checked.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{client, collect};
+use karu::{Locator, Read};
+use karu_testkit::content;
+use karu_testkit::proxy::{LatencyProxy, ProxyOptions};
+use karu_testkit::server::RangeServer;
+
+#[test]
+fn pieces_of_a_large_read_run_side_by_side_where_each_stream_is_slow() {
+    let server = RangeServer::start();
+    // No added delay, and 100 MB/s per connection with no total cap: a server that serves
+    // each stream slowly.
+    let proxy = LatencyProxy::start(
+        server.addr(),
+        ProxyOptions {
+            delay: Duration::ZERO,
+            rate_per_connection: Some(100_000_000),
+            rate_total: None,
+        },
+    );
+    let size = 128u64 << 20;
+    let l = Locator::parse(&proxy.url(&format!("/ok/bulk?size={size}"))).unwrap();
+    let c = client(&[]);
+    let b = c.submit(vec![Read::new(&l, 0, size)]).unwrap();
+    for d in collect(&b) {
+        assert!(d.result.is_ok(), "{:?}", d.result);
+        content::check("bulk", 0, d.bytes()).unwrap();
+    }
+    let stats = b.stats();
+    // Cut into 8 MiB pieces; the gate starts at 2 streams and then opens or doubles while
+    // the rate grows, so at least 8 connections were open (2 if it held its start).
+    assert_eq!(stats.transfers, 16, "{stats:?}");
+    let connections = proxy.connections();
+    assert!(connections >= 8, "{connections} connections");
+}
