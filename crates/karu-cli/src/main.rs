@@ -477,8 +477,14 @@ fn get(
 
 /// A cost model in words.
 fn describe(m: &CostModel) -> String {
+    let cap = m.max_transfer.map_or(String::new(), |max| {
+        format!(
+            ", transfers over {} MiB cut (one connection unmeasured)",
+            max >> 20
+        )
+    });
     format!(
-        "rtt {}, per request {}, per connection {}, total {}, concurrency {}",
+        "rtt {}, per request {}, per connection {}, total {}, concurrency {}{cap}",
         units::show_duration(m.rtt),
         units::show_duration(m.per_request),
         units::show_rate(m.connection_rate),
@@ -497,13 +503,14 @@ fn plan_link(client: &Client, given: &PlanLink) -> (CostModel, Vec<&'static str>
     let model = CostModel {
         rtt: given.rtt.unwrap_or(prior.rtt),
         per_request: given.per_request.unwrap_or(prior.per_request),
-        connection_rate: given.per_connection.unwrap_or_else(|| {
-            given
-                .bandwidth
-                .map_or(prior.connection_rate, |b| b.min(prior.connection_rate))
-        }),
+        connection_rate: given
+            .per_connection
+            .or(given.bandwidth)
+            .unwrap_or(prior.connection_rate),
         total_rate: given.bandwidth.unwrap_or(prior.total_rate),
         concurrency,
+        // A given connection rate is a measured one: the model alone decides the cuts.
+        max_transfer: given.per_connection.map_or(prior.max_transfer, |_| None),
     };
     let mut priors = Vec::new();
     if given.rtt.is_none() {

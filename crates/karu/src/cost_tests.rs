@@ -25,6 +25,7 @@ fn slow() -> CostModel {
         connection_rate: 10_000_000,
         total_rate: 1_000_000_000,
         concurrency: 16,
+        max_transfer: None,
     }
 }
 
@@ -105,6 +106,8 @@ fn random_model(rng: &mut Rng) -> CostModel {
         connection_rate: (total_rate >> rng.below(9)).max(1),
         total_rate,
         concurrency: 1 + rng.below(64) as u32,
+        // Half the links cold: long transfers capped at 64 KiB to 1 MiB (cut into pieces).
+        max_transfer: (rng.below(2) == 0).then(|| 64 << (10 + rng.below(5))),
     }
 }
 

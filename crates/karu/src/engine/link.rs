@@ -15,11 +15,12 @@
 //!   arriving at any time during it); the median of the last samples. A body sharing the link
 //!   measures its share, not what one connection can carry: taken as a connection's rate it
 //!   would make one transfer look many times slower than the link and the planner would cut
-//!   every large read. Until a lone body is measured, one connection is assumed to carry
-//!   [`CostModel::PRIOR_CONNECTION_RATE`] (or the total rate when lower), so a large read is
-//!   cut into pieces; whether the pieces run side by side on a short link is for the
-//!   engine's gate to measure (see `engine::gate`), not for the prior to guess. Until
-//!   overlapping bodies are measured, the link is assumed to carry what one connection does.
+//!   every large read. Until a lone body is measured, one connection is assumed to carry the
+//!   whole link (the total rate), and until overlapping bodies are, the link is assumed to
+//!   carry what one connection does: splitting then gains nothing by the model, so no plan
+//!   splits on a guessed ratio. Until a lone body is measured the model does cap a transfer
+//!   at [`COLD_TRANSFER`](crate::plan::cost::COLD_TRANSFER), cut into pieces that the engine's
+//!   gate runs side by side only where more streams are measured to carry more.
 //! - **Total rate**: bytes of every body ÷ the time at least one body of the endpoint was
 //!   arriving, over windows of at least [`TOTAL_WINDOW`] and [`TOTAL_BYTES`] in which two or
 //!   more bodies overlapped; the largest of the last few windows (the link's capacity is what
@@ -182,12 +183,13 @@ impl Endpoint {
         let measured = self.rate.median().map(rate);
         // No overlapping bodies yet: the link is assumed to carry what one connection does
         // (a measured one, else the prior); no lone body yet: one connection is assumed to
-        // carry the prior's rate, or the link's when that is lower.
+        // carry the link. Either way no split is planned on a guessed ratio of the two; but
+        // until a connection is measured, a long transfer is cut for the gate to pace.
         let total_rate = self
             .total
             .max()
             .map_or(measured.unwrap_or(prior.total_rate), rate);
-        let connection_rate = measured.unwrap_or(total_rate.min(prior.connection_rate));
+        let connection_rate = measured.unwrap_or(total_rate);
         LinkEstimate {
             model: CostModel {
                 rtt: self.rtt.min().map_or(prior.rtt, secs),
@@ -199,6 +201,11 @@ impl Endpoint {
                 // Measured connections bound the link from below.
                 total_rate: total_rate.max(connection_rate),
                 concurrency,
+                max_transfer: if measured.is_some() {
+                    None
+                } else {
+                    prior.max_transfer
+                },
             },
             rtt_samples: self.rtt.count,
             rate_samples: self.rate.count,
@@ -478,9 +485,15 @@ mod tests {
         // A body alone is a sample.
         meter(5).ended(true);
         assert_eq!(link.lock().rate.count, 1);
-        // Nothing alone measured: one connection is assumed to carry the prior's rate.
+        // Nothing alone measured: one connection is assumed to carry the link, and a long
+        // transfer is cut for the gate; once one is measured, the model decides.
         let cold = LinkTable::default().estimate("http://h:1", 8);
-        assert_eq!(cold.model.connection_rate, CostModel::PRIOR_CONNECTION_RATE);
+        assert_eq!(cold.model.connection_rate, cold.model.total_rate);
+        assert_eq!(
+            cold.model.max_transfer,
+            Some(crate::plan::cost::COLD_TRANSFER)
+        );
+        assert_eq!(table.estimate("http://h:1", 8).model.max_transfer, None);
     }
 
     #[test]

@@ -26,7 +26,9 @@
 //! plan without merging are candidates, so the chosen plan is never predicted slower than
 //! either. The four guards stay ceilings: a gap never exceeds the policy's, and every transfer
 //! or piece keeps its span, parts and amplification within them (a single read larger than the
-//! span limit may be cut, as the guards plan never does).
+//! span limit may be cut, as the guards plan never does). A model may also cap a transfer's
+//! length ([`CostModel::max_transfer`], set while one connection's rate is unmeasured): spans
+//! above it that the chosen plan keeps whole are cut into pieces of about [`MIN_PIECE`].
 
 use std::time::Duration;
 
@@ -40,6 +42,10 @@ use super::{
 /// and a connection's ramp for bytes that one running transfer carries at full rate, and on a
 /// link with no round trip to hide (loopback, RTT ≈ 0) parallel pieces only add requests.
 pub const MIN_PIECE: u64 = 8 << 20;
+
+/// The longest transfer a cold link's plan keeps whole: two pieces (see
+/// [`CostModel::max_transfer`]).
+pub const COLD_TRANSFER: u64 = 2 * MIN_PIECE;
 
 /// A link as the planner sees it, and the slots it may use.
 ///
@@ -60,6 +66,7 @@ pub const MIN_PIECE: u64 = 8 << 20;
 ///     connection_rate: 125_000_000,
 ///     total_rate: 125_000_000,
 ///     concurrency: 64,
+///     max_transfer: None,
 /// };
 /// let cost = plan_cost(&reads, &policy, &lan);
 /// let guards = plan(&reads, &policy);
@@ -79,6 +86,14 @@ pub struct CostModel {
     pub total_rate: u64,
     /// Transfers in flight at once (`KARU_CONCURRENCY`).
     pub concurrency: u32,
+    /// The longest transfer a plan keeps whole, if any: a longer one (beyond what the model
+    /// itself cuts) is cut into pieces of about [`MIN_PIECE`]. Set while one connection's
+    /// rate is unmeasured ([`COLD_TRANSFER`]): whether pieces side by side beat one stream
+    /// is then unknown to the model, and the engine decides how many run at once (a bulk
+    /// transfer waits at its endpoint's gate until more streams are measured to carry more),
+    /// so cutting costs a few requests where one stream is as fast and gains many streams
+    /// where each is slow. Predictions ignore it.
+    pub max_transfer: Option<u64>,
 }
 
 impl CostModel {
@@ -86,31 +101,30 @@ impl CostModel {
     pub const PRIOR_RTT: Duration = Duration::from_millis(20);
     /// Per-request cost assumed before any measurement.
     pub const PRIOR_PER_REQUEST: Duration = Duration::from_micros(100);
-    /// All connections' rate assumed before any measurement: 1.25 GB/s (10 Gbit/s).
+    /// All connections' rate assumed before any measurement: 1.25 GB/s (10 Gbit/s). One
+    /// connection is assumed to carry as much until a body arriving alone is measured: how
+    /// much faster several connections are than one is what makes a split pay, and a guess
+    /// of it would split (and open connections for) every large read on a link where one
+    /// connection is as fast. A transfer longer than [`COLD_TRANSFER`] is cut meanwhile
+    /// (see [`CostModel::max_transfer`]).
     pub const PRIOR_TOTAL_RATE: u64 = 1_250_000_000;
-    /// One connection's rate assumed until a body arriving alone is measured: 100 MB/s,
-    /// about what one connection to S3 carries (object stores serve each stream at a bounded
-    /// rate and scale by streams), and never more than the total rate. It makes the planner
-    /// cut a large transfer into pieces; how many of them run at once on a link with a short
-    /// round trip is measured by the engine (a bulk transfer waits at its endpoint's gate
-    /// while extra streams have not been seen to carry more), so a link where one
-    /// connection is as fast as many is not flooded with parallel pieces.
-    pub const PRIOR_CONNECTION_RATE: u64 = 100_000_000;
 
     /// The documented priors, with `concurrency` slots.
     ///
     /// ```
     /// let m = karu::plan::CostModel::priors(64);
     /// assert_eq!(m.rtt, std::time::Duration::from_millis(20));
-    /// assert_eq!((m.connection_rate, m.total_rate, m.concurrency), (100_000_000, 1_250_000_000, 64));
+    /// assert_eq!((m.connection_rate, m.total_rate, m.concurrency), (1_250_000_000, 1_250_000_000, 64));
+    /// assert_eq!(m.max_transfer, Some(karu::plan::cost::COLD_TRANSFER));
     /// ```
     pub fn priors(concurrency: u32) -> CostModel {
         CostModel {
             rtt: Self::PRIOR_RTT,
             per_request: Self::PRIOR_PER_REQUEST,
-            connection_rate: Self::PRIOR_CONNECTION_RATE,
+            connection_rate: Self::PRIOR_TOTAL_RATE,
             total_rate: Self::PRIOR_TOTAL_RATE,
             concurrency,
+            max_transfer: Some(COLD_TRANSFER),
         }
     }
 
@@ -419,11 +433,17 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
             guards_gap(policy, false)
         };
         sweep(group, gap, policy, &mut own);
-        match choice.piece.filter(|_| remote) {
+        // The model's own cut, else the cap of a cold link's transfers (pieces of about
+        // MIN_PIECE for spans above it).
+        let cap = choice
+            .piece
+            .map(|size| (size, size))
+            .or(model.max_transfer.map(|max| (max, MIN_PIECE)));
+        match cap.filter(|_| remote) {
             None => emit(group, &own, remote, &mut transfers),
-            Some(size) => {
+            Some((max, size)) => {
                 for &s in &own {
-                    if s.length() <= size {
+                    if s.length() <= max {
                         transfers.push(transfer(group, s, true));
                     } else {
                         cut(group, s, size, gap.unwrap_or(0), policy, &mut |p| {

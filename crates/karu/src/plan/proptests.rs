@@ -223,6 +223,7 @@ fn model_strategy() -> impl Strategy<Value = CostModel> {
             connection_rate,
             total_rate,
             concurrency,
+            max_transfer: None,
         },
     )
 }
