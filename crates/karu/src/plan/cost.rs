@@ -433,16 +433,19 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
             guards_gap(policy, false)
         };
         sweep(group, gap, policy, &mut own);
-        // The model's own cut, else the cap of a cold link's transfers (pieces of about
-        // MIN_PIECE for spans above it).
-        let cap = choice
-            .piece
-            .map(|size| (size, size))
-            .or(model.max_transfer.map(|max| (max, MIN_PIECE)));
+        // The model's own cut, else the cap of a cold link's transfers: pieces of about
+        // MIN_PIECE, and no more than twice the slots per span (a read of 2^40 bytes is a
+        // few large pieces, not 2^17 small ones).
+        let cap = match (choice.piece, model.max_transfer) {
+            (Some(size), _) => Some((size, None)),
+            (None, Some(max)) => Some((max, Some(2 * u64::from(model.concurrency.max(1))))),
+            (None, None) => None,
+        };
         match cap.filter(|_| remote) {
             None => emit(group, &own, remote, &mut transfers),
-            Some((max, size)) => {
+            Some((max, most)) => {
                 for &s in &own {
+                    let size = most.map_or(max, |most| s.length().div_ceil(most).max(MIN_PIECE));
                     if s.length() <= max {
                         transfers.push(transfer(group, s, true));
                     } else {
@@ -503,5 +506,48 @@ fn piece(entries: &[Entry], p: Piece) -> Transfer {
                 remote: true,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::locator::Locator;
+
+    fn lengths(plan: &Plan) -> Vec<u64> {
+        plan.transfers.iter().map(|t| t.length).collect()
+    }
+
+    #[test]
+    fn a_cold_link_cuts_long_transfers_into_pieces_and_keeps_short_ones() {
+        let object = Locator::parse("https://example.com/data.bin").unwrap();
+        let read = |offset: u64, length: u64| Request {
+            locator: &object,
+            offset,
+            length,
+            if_match: None,
+        };
+        let cold = CostModel::priors(64);
+        let warm = CostModel {
+            max_transfer: None,
+            ..cold
+        };
+        // 50 contiguous reads of 1.2 MB: one 60 MB span, cut at read boundaries into pieces
+        // of at most 8 MiB when cold; whole when one connection has been measured.
+        let reads: Vec<Request> = (0..50).map(|i| read(i * 1_200_000, 1_200_000)).collect();
+        let pieces = lengths(&plan_cost(&reads, &Policy::default(), &cold));
+        assert_eq!(pieces.iter().sum::<u64>(), 60_000_000);
+        assert!(pieces.len() >= 8, "{pieces:?}");
+        assert!(pieces.iter().all(|&l| l <= MIN_PIECE), "{pieces:?}");
+        assert_eq!(plan_cost(&reads, &Policy::default(), &warm).transfers.len(), 1);
+        // A 10 MB read is under the cap: one transfer.
+        assert_eq!(
+            lengths(&plan_cost(&[read(0, 10_000_000)], &Policy::default(), &cold)),
+            [10_000_000]
+        );
+        // A read of 2^40 bytes: no more than twice the slots in pieces.
+        let huge = plan_cost(&[read(0, 1 << 40)], &Policy::default(), &cold);
+        assert_eq!(huge.transfers.len(), 128);
+        assert_eq!(lengths(&huge).iter().sum::<u64>(), 1 << 40);
     }
 }
