@@ -187,7 +187,10 @@ impl Gate {
             s.epoch = Some(self.epoch(now));
             return;
         }
-        let bytes = self.bytes.load(Ordering::Relaxed) - epoch.bytes;
+        let bytes = self
+            .bytes
+            .load(Ordering::Relaxed)
+            .saturating_sub(epoch.bytes);
         let rate = bytes as f64 / elapsed.as_secs_f64();
         match s.best {
             Some((level, best)) if rate < best * GAIN => {
@@ -201,7 +204,7 @@ impl Gate {
                     s.regime = Regime::Settled;
                     s.epoch = None;
                 } else {
-                    s.level = (s.level * 2).min(self.ceiling);
+                    s.level = s.level.saturating_mul(2).min(self.ceiling);
                     s.epoch = Some(self.epoch(now));
                 }
             }

@@ -539,10 +539,17 @@ mod tests {
         assert_eq!(pieces.iter().sum::<u64>(), 60_000_000);
         assert!(pieces.len() >= 8, "{pieces:?}");
         assert!(pieces.iter().all(|&l| l <= MIN_PIECE), "{pieces:?}");
-        assert_eq!(plan_cost(&reads, &Policy::default(), &warm).transfers.len(), 1);
+        assert_eq!(
+            plan_cost(&reads, &Policy::default(), &warm).transfers.len(),
+            1
+        );
         // A 10 MB read is under the cap: one transfer.
         assert_eq!(
-            lengths(&plan_cost(&[read(0, 10_000_000)], &Policy::default(), &cold)),
+            lengths(&plan_cost(
+                &[read(0, 10_000_000)],
+                &Policy::default(),
+                &cold
+            )),
             [10_000_000]
         );
         // A read of 2^40 bytes: no more than twice the slots in pieces.
