@@ -120,12 +120,7 @@ impl Gate {
             // No first byte in time: a long round trip, which parallel transfers hide.
             s.regime = Regime::Open;
         }
-        let limit = match s.regime {
-            Regime::Open => self.ceiling,
-            Regime::Cold { .. } => START,
-            Regime::Probing | Regime::Settled => s.level,
-        };
-        if s.running < limit.max(1) {
+        if s.running < s.limit().unwrap_or(self.ceiling).max(1) {
             s.running += 1;
             if let Regime::Cold { since: None } = s.regime {
                 s.regime = Regime::Cold { since: Some(now) };
@@ -175,7 +170,7 @@ impl Gate {
             s.epoch = Some(self.epoch(now));
             return;
         };
-        epoch.ended += 1;
+        epoch.ended = epoch.ended.saturating_add(1);
         let elapsed = now.saturating_duration_since(epoch.start);
         if epoch.ended < s.level || elapsed < MIN_EPOCH {
             s.epoch = Some(epoch);
@@ -211,14 +206,20 @@ impl Gate {
         }
     }
 
-    /// The current limit, for tests.
+    /// The current limit (`None`: open), for tests.
     #[cfg(test)]
     fn limit(&self) -> Option<u32> {
-        let s = self.lock();
-        match s.regime {
+        self.lock().limit()
+    }
+}
+
+impl State {
+    /// How many bulk transfers may run; `None` when the gate is open.
+    fn limit(&self) -> Option<u32> {
+        match self.regime {
             Regime::Open => None,
             Regime::Cold { .. } => Some(START),
-            Regime::Probing | Regime::Settled => Some(s.level),
+            Regime::Probing | Regime::Settled => Some(self.level),
         }
     }
 }
@@ -228,27 +229,23 @@ impl Gate {
 #[derive(Debug)]
 pub(crate) struct Admitted {
     gate: Arc<Gate>,
-    at: Instant,
     seen: bool,
 }
 
 impl Admitted {
-    /// A transfer admitted by `gate` at `at` (after [`Gate::enter`] said yes).
-    pub(crate) fn new(gate: Arc<Gate>, at: Instant) -> Admitted {
-        Admitted {
-            gate,
-            at,
-            seen: false,
-        }
+    /// A transfer `gate` admitted (after [`Gate::enter`] said yes).
+    pub(crate) fn new(gate: Arc<Gate>) -> Admitted {
+        Admitted { gate, seen: false }
     }
 
-    /// Body bytes arrived for the request that went out at `sent` (when known; else the
-    /// transfer's admission stands for it).
+    /// Body bytes arrived for the request that went out at `sent` (known once the attempt
+    /// has sent it, which is before any body byte).
     pub(crate) fn received(&mut self, n: usize, sent: Option<Instant>) {
-        if !self.seen {
+        if !self.seen
+            && let Some(sent) = sent
+        {
             self.seen = true;
-            self.gate
-                .first_byte(sent.unwrap_or(self.at), Instant::now());
+            self.gate.first_byte(sent, Instant::now());
         }
         self.gate.bytes.fetch_add(n as u64, Ordering::Relaxed);
     }
@@ -362,8 +359,8 @@ mod tests {
         let gate = Arc::new(Gate::new(64));
         let now = Instant::now();
         assert_eq!(gate.enter(now), Admit::Yes);
-        let mut a = Admitted::new(Arc::clone(&gate), now);
-        a.received(10, None);
+        let mut a = Admitted::new(Arc::clone(&gate));
+        a.received(10, Some(now));
         assert_eq!(gate.bytes.load(Ordering::Relaxed), 10);
         assert_eq!(gate.lock().running, 1);
         drop(a);

@@ -201,11 +201,7 @@ impl Endpoint {
                 // Measured connections bound the link from below.
                 total_rate: total_rate.max(connection_rate),
                 concurrency,
-                max_transfer: if measured.is_some() {
-                    None
-                } else {
-                    prior.max_transfer
-                },
+                max_transfer: prior.max_transfer.filter(|_| measured.is_none()),
             },
             rtt_samples: self.rtt.count,
             rate_samples: self.rate.count,

@@ -107,21 +107,16 @@ impl Inner {
         if left == 0 {
             return;
         }
-        // A batch's bulk transfers mostly share one object: its endpoint is found once.
-        let mut last: Option<(Locator, Option<Arc<Gate>>)> = None;
+        // Found before the queue's lock is taken (a bulk transfer is at least 4 MiB, so
+        // finding its endpoint costs little beside it).
         let gated = !batch.paces_itself();
         let queued: Vec<Queued> = work
             .into_iter()
             .map(|w| {
-                let gate = (gated && w.length >= BULK).then(|| match &last {
-                    Some((l, g)) if *l == w.locator => g.clone(),
-                    _ => {
-                        let g = self.gate(&w.locator);
-                        last = Some((w.locator.clone(), g.clone()));
-                        g
-                    }
-                });
-                (Arc::clone(batch), w, gate.flatten())
+                let gate = (gated && w.length >= BULK)
+                    .then(|| self.gate(&w.locator))
+                    .flatten();
+                (Arc::clone(batch), w, gate)
             })
             .collect();
         self.pending().extend(queued);
@@ -386,7 +381,7 @@ fn run_loop(
                         Some(gate) => {
                             let now = Instant::now();
                             match gate.enter(now) {
-                                Admit::Yes => Some(Admitted::new(Arc::clone(gate), now)),
+                                Admit::Yes => Some(Admitted::new(Arc::clone(gate))),
                                 Admit::No => break,
                                 Admit::Until(at) => {
                                     wake_at(inner, index, at);

@@ -33,7 +33,7 @@
 use std::time::Duration;
 
 use super::{
-    Entry, Part, Plan, Policy, Prepared, Request, Span, Transfer, emit, guards_gap, sweep, transfer,
+    Entry, Part, Plan, Policy, Prepared, Request, Span, Transfer, guards_gap, sweep, transfer,
 };
 
 /// The smallest piece a transfer is cut into: 8 MiB, the download's chunk. A new connection
@@ -433,27 +433,23 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
             guards_gap(policy, false)
         };
         sweep(group, gap, policy, &mut own);
-        // The model's own cut, else the cap of a cold link's transfers: pieces of about
-        // MIN_PIECE, and no more than twice the slots per span (a read of 2^40 bytes is a
-        // few large pieces, not 2^17 small ones).
-        let cap = match (choice.piece, model.max_transfer) {
-            (Some(size), _) => Some((size, None)),
-            (None, Some(max)) => Some((max, Some(2 * u64::from(model.concurrency.max(1))))),
+        // The size a span is cut into, if it is: the model's own piece size, else a cold
+        // link's cap (see `CostModel::max_transfer`): pieces of about MIN_PIECE, and no more
+        // than twice the slots per span (a read of 2^40 bytes is a few large pieces, not 2^17
+        // small ones).
+        let slots = 2 * u64::from(model.concurrency.max(1));
+        let cut_into = |len: u64| match (choice.piece, model.max_transfer) {
+            _ if !remote => None,
+            (Some(size), _) => (len > size).then_some(size),
+            (None, Some(max)) => (len > max).then(|| len.div_ceil(slots).max(MIN_PIECE)),
             (None, None) => None,
         };
-        match cap.filter(|_| remote) {
-            None => emit(group, &own, remote, &mut transfers),
-            Some((max, most)) => {
-                for &s in &own {
-                    let size = most.map_or(max, |most| s.length().div_ceil(most).max(MIN_PIECE));
-                    if s.length() <= max {
-                        transfers.push(transfer(group, s, true));
-                    } else {
-                        cut(group, s, size, gap.unwrap_or(0), policy, &mut |p| {
-                            transfers.push(piece(group, p));
-                        });
-                    }
-                }
+        for &s in &own {
+            match cut_into(s.length()) {
+                None => transfers.push(transfer(group, s, remote)),
+                Some(size) => cut(group, s, size, gap.unwrap_or(0), policy, &mut |p| {
+                    transfers.push(piece(group, p));
+                }),
             }
         }
     }
