@@ -110,16 +110,23 @@ impl Inner {
         // Found before the queue's lock is taken (a bulk transfer is at least 4 MiB, so
         // finding its endpoint costs little beside it).
         let gated = !batch.paces_itself();
-        let queued: Vec<Queued> = work
-            .into_iter()
+        let gates: Vec<Option<Arc<Gate>>> = work
+            .iter()
             .map(|w| {
-                let gate = (gated && w.length >= BULK)
+                (gated && w.length >= BULK)
                     .then(|| self.gate(&w.locator))
-                    .flatten();
-                (Arc::clone(batch), w, gate)
+                    .flatten()
             })
             .collect();
-        self.pending().extend(queued);
+        // Moved straight into the queue, reserved once: no second copy of the work.
+        let mut pending = self.pending();
+        pending.reserve(work.len());
+        pending.extend(
+            work.into_iter()
+                .zip(gates)
+                .map(|(w, gate)| (Arc::clone(batch), w, gate)),
+        );
+        drop(pending);
         for slot in &self.slots {
             let room = slot
                 .share
@@ -247,9 +254,8 @@ impl Remote {
     /// Queues transfers: signed backends through the credential stage, the rest straight
     /// to the loops.
     pub(crate) fn submit(&self, batch: &Arc<Shared>, work: Vec<Work>) {
-        let (signed, direct): (Vec<Work>, Vec<Work>) = work
-            .into_iter()
-            .partition(|w| backends::needs_credentials(w.locator.backend()));
+        let (signed, direct) =
+            super::partition(work, |w| backends::needs_credentials(w.locator.backend()));
         self.credentials.submit(batch, signed);
         self.inner.enqueue(batch, direct);
     }
