@@ -9,6 +9,7 @@ mod file;
 mod gate;
 pub(crate) mod link;
 mod parts;
+mod pending;
 mod queue;
 pub(crate) mod remote;
 mod secrets;

@@ -17,9 +17,10 @@ use tokio::sync::Notify;
 
 use super::credentials::{CredentialStage, Lookups, Resolver, Scope};
 use super::exchange::{Env, RangeRead};
-use super::gate::{Admit, Admitted, BULK, Gate};
+use super::gate::{Admitted, BULK, Gate};
 use super::link::{self, LinkTable, Meter};
 use super::parts::Parts;
+use super::pending::{self, Next, Queued};
 use super::{Work, exchange};
 use crate::backends;
 use crate::batch::{Completion, Counters, Shared};
@@ -72,9 +73,6 @@ struct Slot {
     wake: Notify,
     tasks: Mutex<Vec<Task>>,
 }
-
-/// A queued transfer: its batch, the work, and the gate of its endpoint when it is bulk.
-type Queued = (Arc<Shared>, Work, Option<Arc<Gate>>);
 
 struct Inner {
     pending: Mutex<VecDeque<Queued>>,
@@ -375,31 +373,17 @@ fn run_loop(
                 task(Rc::clone(&state));
             }
             while slot.active.load(Ordering::Acquire) < slot.share {
-                let (batch, work, admitted) = {
-                    let mut pending = inner.pending();
-                    let Some((batch, _, gate)) = pending.front() else {
-                        break;
-                    };
-                    // A bulk transfer waits at its endpoint's gate, and what is queued
-                    // behind it waits too: a batch's transfers keep their order.
-                    let admitted = match gate.as_ref().filter(|_| !batch.is_cancelled()) {
-                        None => None,
-                        Some(gate) => {
-                            let now = Instant::now();
-                            match gate.enter(now) {
-                                Admit::Yes => Some(Admitted::new(Arc::clone(gate))),
-                                Admit::No => break,
-                                Admit::Until(at) => {
-                                    wake_at(inner, index, at);
-                                    break;
-                                }
-                            }
+                // A bulk transfer waits at its endpoint's gate, with what is queued behind
+                // it for that endpoint; other work goes past it.
+                let picked = pending::next(&mut inner.pending(), Instant::now());
+                let ((batch, work, _), admitted) = match picked {
+                    Next::Start(queued, admitted) => (queued, admitted),
+                    Next::Wait(at) => {
+                        if let Some(at) = at {
+                            wake_at(inner, index, at);
                         }
-                    };
-                    let Some((batch, work, _)) = pending.pop_front() else {
                         break;
-                    };
-                    (batch, work, admitted)
+                    }
                 };
                 if batch.is_cancelled() {
                     continue; // dropped batch: discard unread
