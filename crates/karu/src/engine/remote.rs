@@ -105,24 +105,27 @@ impl Inner {
         if left == 0 {
             return;
         }
-        // Found before the queue's lock is taken (a bulk transfer is at least 4 MiB, so
-        // finding its endpoint costs little beside it).
+        // Gates are found before the queue's lock is taken (a bulk transfer is at least 4
+        // MiB, so finding its endpoint costs little beside it), and only for a batch with
+        // bulk transfers: most have none, and a list for many small reads is one per read.
         let gated = !batch.paces_itself();
-        let gates: Vec<Option<Arc<Gate>>> = work
+        let bulk = |w: &Work| gated && w.length >= BULK;
+        let mut gates = work
             .iter()
-            .map(|w| {
-                (gated && w.length >= BULK)
-                    .then(|| self.gate(&w.locator))
-                    .flatten()
+            .any(bulk)
+            .then(|| {
+                work.iter()
+                    .map(|w| bulk(w).then(|| self.gate(&w.locator)).flatten())
+                    .collect::<Vec<Option<Arc<Gate>>>>()
             })
-            .collect();
+            .into_iter()
+            .flatten();
         // Moved straight into the queue, reserved once: no second copy of the work.
         let mut pending = self.pending();
         pending.reserve(work.len());
         pending.extend(
             work.into_iter()
-                .zip(gates)
-                .map(|(w, gate)| (Arc::clone(batch), w, gate)),
+                .map(|w| (Arc::clone(batch), w, gates.next().flatten())),
         );
         drop(pending);
         for slot in &self.slots {
