@@ -219,24 +219,29 @@ impl Client {
         };
         let later = transfers.split_off(wave);
         let wave = (!later.is_empty()).then(|| {
-            let held: Vec<Read> = later
+            let first_remote = later
                 .iter()
                 .flat_map(|t| &t.parts)
-                .filter_map(|p| slots[p.index].take())
-                .collect();
-            let client = self.clone();
-            let batch = Arc::clone(&shared);
-            let measured = self.link_measured(held.iter().find(|r| r.locator.is_remote()));
-            let replan = Box::new(move || {
-                if !batch.is_cancelled() {
-                    client.send_held(&batch, held, &policy);
-                }
-            });
-            Wave::new(transfers.len(), measured, replan)
+                .filter_map(|p| slots[p.index].as_ref())
+                .find(|r| r.locator.is_remote());
+            Wave::new(transfers.len(), self.link_measured(first_remote))
         });
         Counters::add(&shared.counters.transfers, transfers.len() as u64);
         let work = work(&mut slots, transfers, wave.as_ref());
-        drop(wave);
+        if let Some(wave) = wave {
+            // What the wave left in the slots is what it holds back, collected into the
+            // slots' own buffer: `filter_map` collects in place (`flatten` does not), so
+            // the batch's reads are not copied while the wave runs.
+            #[allow(clippy::filter_map_identity)]
+            let held: Vec<Read> = slots.into_iter().filter_map(|r| r).collect();
+            let client = self.clone();
+            let batch = Arc::clone(&shared);
+            wave.arm(Box::new(move || {
+                if !batch.is_cancelled() {
+                    client.send_held(&batch, held, &policy);
+                }
+            }));
+        }
         engine.dispatch(&shared, work);
         Ok(Batch {
             shared,

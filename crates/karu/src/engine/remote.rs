@@ -4,7 +4,7 @@
 //! small queue entries, not a million futures, sockets or buffers.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -20,7 +20,7 @@ use super::exchange::{Env, RangeRead};
 use super::gate::{Admitted, BULK, Gate};
 use super::link::{self, LinkTable, Meter};
 use super::parts::Parts;
-use super::pending::{self, Next, Queued};
+use super::pending::{self, Next, Pending};
 use super::{Work, exchange};
 use crate::backends;
 use crate::batch::{Completion, Counters, Shared};
@@ -75,7 +75,7 @@ struct Slot {
 }
 
 struct Inner {
-    pending: Mutex<VecDeque<Queued>>,
+    pending: Mutex<Pending>,
     slots: Vec<Slot>,
     shutdown: AtomicBool,
     settings: Settings,
@@ -84,7 +84,7 @@ struct Inner {
 }
 
 impl Inner {
-    fn pending(&self) -> MutexGuard<'_, VecDeque<Queued>> {
+    fn pending(&self) -> MutexGuard<'_, Pending> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -110,24 +110,12 @@ impl Inner {
         // bulk transfers: most have none, and a list for many small reads is one per read.
         let gated = !batch.paces_itself();
         let bulk = |w: &Work| gated && w.length >= BULK;
-        let mut gates = work
-            .iter()
-            .any(bulk)
-            .then(|| {
-                work.iter()
-                    .map(|w| bulk(w).then(|| self.gate(&w.locator)).flatten())
-                    .collect::<Vec<Option<Arc<Gate>>>>()
-            })
-            .into_iter()
-            .flatten();
-        // Moved straight into the queue, reserved once: no second copy of the work.
-        let mut pending = self.pending();
-        pending.reserve(work.len());
-        pending.extend(
-            work.into_iter()
-                .map(|w| (Arc::clone(batch), w, gates.next().flatten())),
-        );
-        drop(pending);
+        let gates = work.iter().any(bulk).then(|| {
+            work.iter()
+                .map(|w| bulk(w).then(|| self.gate(&w.locator)).flatten())
+                .collect()
+        });
+        self.pending().push(batch, work, gates);
         for slot in &self.slots {
             let room = slot
                 .share
@@ -202,7 +190,7 @@ impl Remote {
         let most = shares.iter().copied().max().unwrap_or(1) as usize;
         let transport = Transport::new(transport_options(settings, most))?;
         let inner = Arc::new(Inner {
-            pending: Mutex::new(VecDeque::new()),
+            pending: Mutex::new(Pending::default()),
             slots: shares
                 .iter()
                 .map(|&share| Slot {
@@ -379,8 +367,8 @@ fn run_loop(
                 // A bulk transfer waits at its endpoint's gate, with what is queued behind
                 // it for that endpoint; other work goes past it.
                 let picked = pending::next(&mut inner.pending(), Instant::now());
-                let ((batch, work, _), admitted) = match picked {
-                    Next::Start(queued, admitted) => (queued, admitted),
+                let (batch, work, admitted) = match picked {
+                    Next::Start(batch, work, admitted) => (batch, work, admitted),
                     Next::Wait(at) => {
                         if let Some(at) = at {
                             wake_at(inner, index, at);

@@ -15,24 +15,62 @@ pub(crate) type Replan = Box<dyn FnOnce() + Send>;
 pub(crate) type Measured = Box<dyn Fn() -> bool + Send + Sync>;
 
 /// A first wave of `size` transfers: once `trigger` of them have ended and `measured` holds,
-/// or all have ended, `replan` runs (once) on the thread that ended the last of them.
+/// or all have ended, the re-plan runs (once) on the thread that ended the last of them.
 pub(crate) struct Wave {
     trigger: usize,
     size: usize,
     ended: AtomicUsize,
     measured: Measured,
-    replan: Mutex<Option<Replan>>,
+    replan: Mutex<Stage>,
+}
+
+/// Where the re-plan is.
+enum Stage {
+    /// Not given yet; `due` once the wave asked for it.
+    Unarmed {
+        due: bool,
+    },
+    Armed(Replan),
+    Done,
 }
 
 impl Wave {
-    pub(crate) fn new(size: usize, measured: Measured, replan: Replan) -> Arc<Wave> {
+    /// A wave whose re-plan is given later ([`Wave::arm`]): the re-plan takes the reads the
+    /// wave's own transfers left, which are known only once its tickets are handed out.
+    pub(crate) fn new(size: usize, measured: Measured) -> Arc<Wave> {
         Arc::new(Wave {
             trigger: size.div_ceil(2).max(1),
             size: size.max(1),
             ended: AtomicUsize::new(0),
             measured,
-            replan: Mutex::new(Some(replan)),
+            replan: Mutex::new(Stage::Unarmed { due: false }),
         })
+    }
+
+    /// Gives the re-plan; it runs now if the wave already asked for it.
+    pub(crate) fn arm(&self, replan: Replan) {
+        let mut stage = self.replan.lock().unwrap_or_else(|e| e.into_inner());
+        match *stage {
+            Stage::Unarmed { due: false } => *stage = Stage::Armed(replan),
+            _ => {
+                *stage = Stage::Done;
+                drop(stage);
+                replan();
+            }
+        }
+    }
+
+    /// The wave asks for its re-plan: runs it if armed, else marks it due.
+    fn fire(&self) {
+        let mut stage = self.replan.lock().unwrap_or_else(|e| e.into_inner());
+        match std::mem::replace(&mut *stage, Stage::Done) {
+            Stage::Armed(replan) => {
+                drop(stage);
+                replan();
+            }
+            Stage::Unarmed { .. } => *stage = Stage::Unarmed { due: true },
+            Stage::Done => {}
+        }
     }
 
     /// The ticket of one transfer of the wave.
@@ -57,10 +95,7 @@ impl Drop for Ticket {
         let wave = &self.0;
         let ended = wave.ended.fetch_add(1, Ordering::AcqRel) + 1;
         if ended >= wave.size || (ended >= wave.trigger && (wave.measured)()) {
-            let replan = wave.replan.lock().unwrap_or_else(|e| e.into_inner()).take();
-            if let Some(replan) = replan {
-                replan();
-            }
+            wave.fire();
         }
     }
 }
@@ -78,10 +113,10 @@ mod tests {
         let wave = Wave::new(
             4,
             Box::new(move || seen.load(Ordering::SeqCst) + 1 >= measured_after),
-            Box::new(move || {
-                assert_eq!(at.swap(1, Ordering::SeqCst), 0, "the re-plan ran twice");
-            }),
         );
+        wave.arm(Box::new(move || {
+            assert_eq!(at.swap(1, Ordering::SeqCst), 0, "the re-plan ran twice");
+        }));
         for t in (0..4).map(|_| wave.ticket()).collect::<Vec<_>>() {
             drop(t);
             if ran_at.load(Ordering::SeqCst) == 1 {
@@ -100,5 +135,21 @@ mod tests {
         assert_eq!(replanned_after(3), 3);
         // Never measured: when the whole wave has ended.
         assert_eq!(replanned_after(usize::MAX), 4);
+    }
+
+    #[test]
+    fn a_re_plan_asked_for_before_it_is_given_runs_when_given() {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let wave = Wave::new(1, Box::new(|| true));
+        drop(wave.ticket());
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        let r = Arc::clone(&ran);
+        wave.arm(Box::new(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        }));
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        // Once: a later ticket's end asks again and nothing runs.
+        drop(wave.ticket());
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
     }
 }
