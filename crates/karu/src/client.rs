@@ -640,7 +640,7 @@ fn work(
             parts,
             pieces,
             wave: wave.map(Wave::ticket),
-            pin,
+            pin: pin.map(Box::new),
             access: Default::default(),
         });
     }

@@ -80,8 +80,9 @@ pub(crate) struct Work {
     pub(crate) pieces: Vec<split::PieceRead>,
     /// The first wave this transfer belongs to, if the batch re-plans after it.
     pub(crate) wave: Option<wave::Ticket>,
-    /// The reads' version condition (all parts of a transfer share it).
-    pub(crate) pin: Option<Condition>,
+    /// The reads' version condition (all parts of a transfer share it); boxed, since most
+    /// transfers have none and a queued transfer's size is a million reads' memory.
+    pub(crate) pin: Option<Box<Condition>>,
     /// What the credential stage resolved.
     pub(crate) access: exchange::Access,
 }

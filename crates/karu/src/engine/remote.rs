@@ -475,7 +475,7 @@ async fn run_transfer(
             &state.settings,
             offset,
             offset + length - 1,
-            pin.as_ref(),
+            pin.as_deref(),
             sink,
         );
         let exchange = std::pin::pin!(async {
