@@ -563,7 +563,7 @@ fn plan_reads(reads: &[Read], policy: &Policy, estimate: Option<&LinkEstimate>) 
             locator: &r.locator,
             offset: r.offset,
             length: r.length,
-            if_match: r.pin.as_ref().and_then(Condition::if_match),
+            if_match: r.pin.as_deref().and_then(Condition::if_match),
         })
         .collect();
     match estimate {
@@ -589,7 +589,8 @@ fn work(
     transfers: Vec<Transfer>,
     wave: Option<&Arc<Wave>>,
 ) -> Vec<Work> {
-    let mut split: HashMap<usize, (Arc<SplitRead>, Locator, Option<Condition>)> = HashMap::new();
+    let mut split: HashMap<usize, (Arc<SplitRead>, Locator, Option<Box<Condition>>)> =
+        HashMap::new();
     let mut out = Vec::with_capacity(transfers.len());
     for t in transfers {
         // An empty `If-Match` is no condition.
@@ -640,7 +641,7 @@ fn work(
             parts,
             pieces,
             wave: wave.map(Wave::ticket),
-            pin: pin.map(Box::new),
+            pin,
             access: Default::default(),
         });
     }

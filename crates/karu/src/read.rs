@@ -18,7 +18,8 @@ pub struct Read {
     pub(crate) offset: u64,
     pub(crate) length: u64,
     pub(crate) tag: u64,
-    pub(crate) pin: Option<Condition>,
+    /// Boxed: most reads have none, and a batch's reads are held until they are planned.
+    pub(crate) pin: Option<Box<Condition>>,
     pub(crate) dest: Dest,
 }
 
@@ -45,7 +46,7 @@ impl Read {
     /// Requires the object's ETag to match (`If-Match`): a changed object fails the read with
     /// `Precondition`. Local files refuse it with `Unsupported`.
     pub fn if_match(mut self, etag: &str) -> Read {
-        self.pin = Some(Condition::IfMatch(etag.to_owned()));
+        self.pin = Some(Box::new(Condition::IfMatch(etag.to_owned())));
         self
     }
 
@@ -53,7 +54,7 @@ impl Read {
     /// its probe saw, by ETag or by `Last-Modified` and size). The planner groups reads by
     /// `If-Match` only, so a date-pinned read is submitted alone (one chunk per batch).
     pub(crate) fn pinned(mut self, condition: Condition) -> Read {
-        self.pin = Some(condition);
+        self.pin = Some(Box::new(condition));
         self
     }
 
