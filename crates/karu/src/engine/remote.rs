@@ -72,6 +72,8 @@ struct Slot {
     share: usize,
     wake: Notify,
     tasks: Mutex<Vec<Task>>,
+    /// Jobs given to this loop and not yet ended (probes, a download's stream).
+    jobs: AtomicUsize,
 }
 
 struct Inner {
@@ -198,6 +200,7 @@ impl Remote {
                     share: share as usize,
                     wake: Notify::new(),
                     tasks: Mutex::new(Vec::new()),
+                    jobs: AtomicUsize::new(0),
                 })
                 .collect(),
             shutdown: AtomicBool::new(false),
@@ -249,17 +252,22 @@ impl Remote {
         self.inner.enqueue(batch, direct);
     }
 
-    /// Runs `job` on the first loop and blocks the caller until it is done.
+    /// Runs `job` on an IO loop (see [`Remote::spawn`]) and blocks the caller until it is
+    /// done.
     pub(crate) fn run<T, F>(&self, job: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(Rc<LoopState>) -> Pin<Box<dyn Future<Output = Result<T>>>> + Send + 'static,
     {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.spawn(move |state| {
-            tokio::task::spawn_local(async move {
-                let _ = tx.send(job(state).await);
-            });
+        self.spawn(move |state, ended| {
+            Box::pin(async move {
+                let answer = job(state).await;
+                // Off the loop's load before the caller hears back, so its next job finds
+                // this loop idle again.
+                drop(ended);
+                let _ = tx.send(answer);
+            })
         });
         rx.recv().unwrap_or_else(|_| Err(job_lost()))
     }
@@ -271,21 +279,67 @@ impl Remote {
         F: FnOnce(Rc<LoopState>) -> Pin<Box<dyn Future<Output = Result<T>>>> + Send + 'static,
     {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.spawn(move |state| {
-            tokio::task::spawn_local(async move {
-                let _ = tx.send(job(state).await);
-            });
+        self.spawn(move |state, ended| {
+            Box::pin(async move {
+                let answer = job(state).await;
+                // Off the loop's load before the caller hears back, so its next job finds
+                // this loop idle again.
+                drop(ended);
+                let _ = tx.send(answer);
+            })
         });
         rx.await.unwrap_or_else(|_| Err(job_lost()))
     }
 
-    fn spawn(&self, task: impl FnOnce(Rc<LoopState>) + Send + 'static) {
-        let slot = &self.inner.slots[0];
+    /// Starts a job on the least busy loop (running transfers and jobs; the lowest on a
+    /// tie, so a serial caller's probes and reads share one loop and its connection). Before,
+    /// every job ran on the first loop: 64 concurrent `read_ends` were 128 requests on one
+    /// thread while the other loops idled.
+    fn spawn(
+        &self,
+        job: impl FnOnce(Rc<LoopState>, JobEnded) -> Pin<Box<dyn Future<Output = ()>>> + Send + 'static,
+    ) {
+        let load = |s: &Slot| s.active.load(Ordering::Acquire) + s.jobs.load(Ordering::Acquire);
+        // No loop (none is ever built so): the job is dropped, and its caller gets the
+        // error of a job without an answer.
+        let Some((index, slot)) = self
+            .inner
+            .slots
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, s)| load(s))
+        else {
+            return;
+        };
+        slot.jobs.fetch_add(1, Ordering::AcqRel);
+        // Counted off when the job drops it, or however it ends (a panic unwinds through
+        // it, and a job its loop never ran is dropped with it).
+        let ended = JobEnded {
+            inner: Arc::clone(&self.inner),
+            index,
+        };
+        let task: Task = Box::new(move |state| {
+            tokio::task::spawn_local(job(state, ended));
+        });
         slot.tasks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(Box::new(task));
+            .push(task);
         slot.wake.notify_one();
+    }
+}
+
+/// Counts a job off its loop when dropped.
+pub(crate) struct JobEnded {
+    inner: Arc<Inner>,
+    index: usize,
+}
+
+impl Drop for JobEnded {
+    fn drop(&mut self) {
+        if let Some(slot) = self.inner.slots.get(self.index) {
+            slot.jobs.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -528,4 +582,64 @@ async fn caught<F: Future + Unpin>(mut fut: F) -> std::result::Result<F::Output,
         }
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    /// The loop a job ran on, once `release` (if any) lets it end.
+    async fn loop_of(
+        remote: &Remote,
+        started: Arc<Notify>,
+        release: Option<Arc<Notify>>,
+    ) -> String {
+        remote
+            .run_async(move |_| {
+                Box::pin(async move {
+                    let name = std::thread::current().name().unwrap_or("").to_owned();
+                    started.notify_one();
+                    if let Some(release) = release {
+                        release.notified().await;
+                    }
+                    Ok(name)
+                })
+            })
+            .await
+            .unwrap()
+    }
+
+    #[test]
+    fn jobs_go_to_the_least_busy_loop_and_serial_ones_to_the_first() {
+        let mut config = Config::empty();
+        config.set("KARU_IO_THREADS", Some("4")).unwrap();
+        let remote = Remote::start(&config.freeze().unwrap(), &Arc::default()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let started = Arc::new(Notify::new());
+            // One after another: each finds every loop idle and takes the first.
+            for _ in 0..3 {
+                let name = loop_of(&remote, Arc::clone(&started), None).await;
+                assert_eq!(name, "karu-io-0");
+            }
+            // While a job holds the first loop, the next one goes to the second.
+            // A fresh signal: the one above holds a permit from the serial jobs.
+            let started = Arc::new(Notify::new());
+            let release = Arc::new(Notify::new());
+            let held = loop_of(&remote, Arc::clone(&started), Some(Arc::clone(&release)));
+            let mut held = std::pin::pin!(held);
+            tokio::select! {
+                _ = &mut held => unreachable!("the held job waits for its release"),
+                () = started.notified() => {}
+            }
+            let other = loop_of(&remote, Arc::clone(&started), None).await;
+            assert_eq!(other, "karu-io-1");
+            release.notify_one();
+            assert_eq!(held.await, "karu-io-0");
+        });
+    }
 }
