@@ -260,15 +260,9 @@ impl Remote {
         F: FnOnce(Rc<LoopState>) -> Pin<Box<dyn Future<Output = Result<T>>>> + Send + 'static,
     {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.spawn(move |state, ended| {
-            Box::pin(async move {
-                let answer = job(state).await;
-                // Off the loop's load before the caller hears back, so its next job finds
-                // this loop idle again.
-                drop(ended);
-                let _ = tx.send(answer);
-            })
-        });
+        self.spawn(replying(job, move |answer| {
+            let _ = tx.send(answer);
+        }));
         rx.recv().unwrap_or_else(|_| Err(job_lost()))
     }
 
@@ -279,22 +273,15 @@ impl Remote {
         F: FnOnce(Rc<LoopState>) -> Pin<Box<dyn Future<Output = Result<T>>>> + Send + 'static,
     {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.spawn(move |state, ended| {
-            Box::pin(async move {
-                let answer = job(state).await;
-                // Off the loop's load before the caller hears back, so its next job finds
-                // this loop idle again.
-                drop(ended);
-                let _ = tx.send(answer);
-            })
-        });
+        self.spawn(replying(job, move |answer| {
+            let _ = tx.send(answer);
+        }));
         rx.await.unwrap_or_else(|_| Err(job_lost()))
     }
 
-    /// Starts a job on the least busy loop (running transfers and jobs; the lowest on a
-    /// tie, so a serial caller's probes and reads share one loop and its connection). Before,
-    /// every job ran on the first loop: 64 concurrent `read_ends` were 128 requests on one
-    /// thread while the other loops idled.
+    /// Starts a job on the least busy loop (running transfers and jobs), so concurrent
+    /// probes spread over the loops and their pools; the lowest wins a tie, so a serial
+    /// caller's probes and reads share one loop and its connection.
     fn spawn(
         &self,
         job: impl FnOnce(Rc<LoopState>, JobEnded) -> Pin<Box<dyn Future<Output = ()>>> + Send + 'static,
@@ -326,6 +313,21 @@ impl Remote {
             .unwrap_or_else(|e| e.into_inner())
             .push(task);
         slot.wake.notify_one();
+    }
+}
+
+/// The job of [`Remote::run`] and [`Remote::run_async`]: runs `job`, counts itself off its
+/// loop, then hands the answer to `reply` (so the caller's next job finds the loop idle).
+fn replying<T: 'static>(
+    job: impl FnOnce(Rc<LoopState>) -> Pin<Box<dyn Future<Output = Result<T>>>> + Send + 'static,
+    reply: impl FnOnce(Result<T>) + Send + 'static,
+) -> impl FnOnce(Rc<LoopState>, JobEnded) -> Pin<Box<dyn Future<Output = ()>>> + Send + 'static {
+    move |state, ended| {
+        Box::pin(async move {
+            let answer = job(state).await;
+            drop(ended);
+            reply(answer);
+        })
     }
 }
 
