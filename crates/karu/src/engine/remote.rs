@@ -1,7 +1,8 @@
 //! Remote IO loops: `KARU_IO_THREADS` threads, each with a single-threaded tokio runtime and
 //! its own HTTP client (connection pool). One pending queue feeds them; a loop takes work only
 //! while its share of `KARU_CONCURRENCY` has room, so a million queued reads are a million
-//! small queue entries, not a million futures, sockets or buffers.
+//! small queue entries, not a million futures, sockets or buffers. One-off jobs (probes, a
+//! download's stream) go to the least busy loop and do not wait for room.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
