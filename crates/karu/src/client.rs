@@ -583,7 +583,7 @@ fn first_wave(transfers: &[Transfer], slots: usize) -> usize {
 }
 
 /// A read's version condition, as a transfer carries it.
-type Pin = Option<Box<Condition>>;
+type Pinned = Option<Box<Condition>>;
 
 /// Turns planned transfers into work, taking each read from `slots` (a read split into
 /// pieces once, into the destination its pieces share).
@@ -592,7 +592,7 @@ fn work(
     transfers: Vec<Transfer>,
     wave: Option<&Arc<Wave>>,
 ) -> Vec<Work> {
-    let mut split: HashMap<usize, (Arc<SplitRead>, Locator, Pin)> = HashMap::new();
+    let mut split: HashMap<usize, (Arc<SplitRead>, Locator, Pinned)> = HashMap::new();
     let mut out = Vec::with_capacity(transfers.len());
     for t in transfers {
         // An empty `If-Match` is no condition.

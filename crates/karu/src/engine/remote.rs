@@ -333,7 +333,7 @@ fn replying<T: 'static>(
 }
 
 /// Counts a job off its loop when dropped.
-pub(crate) struct JobEnded {
+struct JobEnded {
     inner: Arc<Inner>,
     index: usize,
 }

@@ -52,11 +52,13 @@ impl Wave {
         let mut stage = self.replan.lock().unwrap_or_else(|e| e.into_inner());
         match *stage {
             Stage::Unarmed { due: false } => *stage = Stage::Armed(replan),
-            _ => {
+            Stage::Unarmed { due: true } => {
                 *stage = Stage::Done;
                 drop(stage);
                 replan();
             }
+            // Armed once only: a second re-plan would send the held reads twice.
+            Stage::Armed(_) | Stage::Done => {}
         }
     }
 
