@@ -50,6 +50,15 @@ pub(crate) enum ByteRange {
 }
 
 impl ByteRange {
+    /// How many bytes the range asks for, where the request alone says (not `From`).
+    pub(crate) fn length(self) -> Option<u64> {
+        match self {
+            ByteRange::Span { first, last } => Some(last.saturating_sub(first).saturating_add(1)),
+            ByteRange::Suffix(n) => Some(n),
+            ByteRange::From(_) => None,
+        }
+    }
+
     /// The `Range` header value.
     pub(crate) fn header(self) -> String {
         // Pushed, not formatted: one per attempt (an integer's `to_string` skips the

@@ -19,11 +19,12 @@ use crate::config::Settings;
 use crate::credentials::{Auth, Resolved};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
-use crate::transport::{self, HttpClient, Response, TransportError, TransportErrorKind};
+use crate::transport::{self, HttpClient, Pool, Response, TransportError, TransportErrorKind};
 use crate::validate::condition::Condition;
 use crate::validate::{self, Deadline, Expect, Head, etag};
 
 use super::credentials::Lookups;
+use super::gate::BULK;
 use super::link::Meter;
 use super::secrets::{self, Sent};
 
@@ -122,6 +123,16 @@ pub(crate) trait Handler {
     }
 }
 
+/// The connection pool for a request of `range`: a bulk transfer's speed is its stream's, so
+/// it gets the pool whose connections read in large steps; shorter ones the pool with small
+/// buffers.
+fn pool(range: ByteRange) -> Pool {
+    match range.length() {
+        Some(n) if n < BULK => Pool::Short,
+        _ => Pool::Long,
+    }
+}
+
 /// Runs attempts until `handler` is done, fails, or attempts or time run out. The error
 /// leaves with every secret of the exchange hidden (an echoing server must not put them into
 /// messages).
@@ -169,6 +180,7 @@ async fn attempts<H: Handler>(
         }
         attempts += 1;
         let (range, pin) = handler.next_request();
+        let pool = pool(range);
         // Only signing backends learn regions: others skip the batch's map (a lock per
         // attempt).
         let region = learnt_region.clone().or_else(|| {
@@ -203,7 +215,7 @@ async fn attempts<H: Handler>(
             // In its own scope, so the sent request's future is gone (and its room reused)
             // while the response is read.
             let answer = {
-                let send = pin!(env.client.send(request, redirect));
+                let send = pin!(env.client.send(request, redirect, pool));
                 low_speed_bound(env.settings, send).await
             };
             match answer {
@@ -770,5 +782,31 @@ impl<S> RangeRead<'_, S> {
             retry_after: None,
             unreachable: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bulk_and_open_ended_requests_take_the_long_pool() {
+        let span = |first: u64, length: u64| ByteRange::Span {
+            first,
+            last: first + length - 1,
+        };
+        assert_eq!(pool(span(0, 1)), Pool::Short);
+        assert_eq!(pool(span(1 << 40, BULK - 1)), Pool::Short);
+        assert_eq!(pool(span(7, BULK)), Pool::Long);
+        assert_eq!(pool(ByteRange::Suffix(512 << 10)), Pool::Short);
+        assert_eq!(pool(ByteRange::Suffix(BULK)), Pool::Long);
+        assert_eq!(pool(ByteRange::From(0)), Pool::Long);
+        assert_eq!(
+            pool(ByteRange::Span {
+                first: 0,
+                last: u64::MAX
+            }),
+            Pool::Long
+        );
     }
 }

@@ -48,11 +48,25 @@ use proxy::ProxyConfig;
 /// Largest unwanted body drained to keep its connection; larger ones abort it (spec §5.3).
 pub(crate) const DRAIN_LIMIT: u64 = 256 * 1024;
 
-/// Most bytes read from a connection at once (spec §5.3 allows 64 or 256 KiB); reads start
-/// smaller and grow. 64 KiB: with 64 connections carrying long coalesced bodies, 256 KiB
-/// buffers cost 36-40 MiB of peak RSS on workload R against 21 MiB, while one stream on
-/// loopback is as fast (BENCHMARKS.md, "Peak RSS on R").
+/// Most bytes read at once from a connection carrying long bodies (spec §5.3 allows 64 or
+/// 256 KiB); reads start smaller and grow. 64 KiB: with 64 connections carrying long
+/// coalesced bodies, 256 KiB buffers cost 36-40 MiB of peak RSS on workload R against 21 MiB,
+/// while one stream on loopback is as fast (BENCHMARKS.md, "Peak RSS on R").
 const RECEIVE_BUFFER: usize = 64 * 1024;
+
+/// Most bytes read at once from a connection carrying short bodies. hyper keeps up to two
+/// buffers per busy connection (one being filled while the body holds the last), so 64
+/// connections at [`RECEIVE_BUFFER`] hold 8 MiB where their bodies gain nothing from it.
+const SHORT_RECEIVE_BUFFER: usize = 32 * 1024;
+
+/// Which connection pool a request goes to, by how long its answer is expected to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pool {
+    /// A body whose time is mostly its round trip.
+    Short,
+    /// A body whose time is mostly one stream's speed (or of unknown length).
+    Long,
+}
 
 /// Most redirects followed by default (spec §5.3).
 pub(crate) const MAX_REDIRECTS: u32 = 10;
@@ -208,7 +222,10 @@ type LegacyClient = Client<Connector, Empty<Bytes>>;
 #[derive(Debug)]
 pub(crate) struct HttpClient {
     transport: Arc<Transport>,
+    /// Requests for [`Pool::Long`] answers.
     client: LegacyClient,
+    /// Requests for [`Pool::Short`] answers: a pool of its own, whose buffers stay small.
+    short: LegacyClient,
     /// Clear-text HTTP/2 client for `http://` under `Http2PriorKnowledge`; a separate pool
     /// because hyper-util's `http2_only` applies to every connection of a client, and
     /// `https://` must still be able to fall back to http/1.1.
@@ -220,7 +237,7 @@ impl HttpClient {
     pub(crate) fn new(transport: &Arc<Transport>) -> HttpClient {
         let options = &transport.options;
         let connector = transport.connector();
-        let build = |h2_only: bool| {
+        let build = |h2_only: bool, receive: usize| {
             let mut b = Client::builder(TokioExecutor::new());
             b.timer(TokioTimer::new())
                 .pool_timer(TokioTimer::new())
@@ -229,16 +246,17 @@ impl HttpClient {
                 // Let windows grow with the bandwidth-delay product instead of 64 KiB.
                 .http2_adaptive_window(true)
                 // Adaptive reads (hyper starts small and doubles while reads fill the
-                // buffer, halving again when they do not), up to `RECEIVE_BUFFER`: a
-                // connection serving small answers holds a small buffer.
-                .http1_max_buf_size(RECEIVE_BUFFER)
+                // buffer, halving again when they do not), up to `receive`.
+                .http1_max_buf_size(receive)
                 .http2_only(h2_only);
             b.build(connector.clone())
         };
         HttpClient {
             transport: transport.clone(),
-            client: build(false),
-            h2c: (options.http_version == HttpVersion::Http2PriorKnowledge).then(|| build(true)),
+            client: build(false, RECEIVE_BUFFER),
+            short: build(false, SHORT_RECEIVE_BUFFER),
+            h2c: (options.http_version == HttpVersion::Http2PriorKnowledge)
+                .then(|| build(true, RECEIVE_BUFFER)),
         }
     }
 
@@ -257,13 +275,14 @@ impl HttpClient {
         &self,
         req: Request,
         policy: RedirectPolicy,
+        pool: Pool,
     ) -> Result<Response, TransportError> {
         let mut headers = self.with_user_agent(req.headers)?;
         let first_origin = redirect::origin(&req.uri);
         let mut uri = req.uri;
         let mut hops = 0u32;
         loop {
-            let res = self.send_once(uri.clone(), &headers).await?;
+            let res = self.send_once(uri.clone(), &headers, pool).await?;
             let (parts, body) = res.into_parts();
             let status = parts.status.as_u16();
             let location = parts
@@ -331,6 +350,7 @@ impl HttpClient {
         &self,
         uri: Uri,
         headers: &HeaderMap,
+        pool: Pool,
     ) -> Result<http::Response<hyper::body::Incoming>, TransportError> {
         let plain = uri.scheme_str() == Some("http");
         let mut req = http::Request::new(Empty::<Bytes>::new());
@@ -342,9 +362,10 @@ impl HttpClient {
         if plain && let Some(auth) = self.transport.proxy.as_ref().and_then(|p| p.auth.clone()) {
             req.headers_mut().insert(PROXY_AUTHORIZATION, auth);
         }
-        let client = match &self.h2c {
-            Some(h2c) if plain => h2c,
-            _ => &self.client,
+        let client = match (&self.h2c, pool) {
+            (Some(h2c), _) if plain => h2c,
+            (_, Pool::Short) => &self.short,
+            (_, Pool::Long) => &self.client,
         };
         client
             .request(req)

@@ -188,26 +188,57 @@ async fn keep_alive_reuses_and_close_opens_new_connection() {
     })
     .await;
     let client = client();
-    let a = client.send(get(&server.url("/a")), FOLLOW).await.unwrap();
+    let a = client
+        .send(get(&server.url("/a")), FOLLOW, Pool::Long)
+        .await
+        .unwrap();
     let id_a = a.connection;
     assert_eq!(body_of(a).await, "hello");
     settle().await;
-    let b = client.send(get(&server.url("/b")), FOLLOW).await.unwrap();
+    let b = client
+        .send(get(&server.url("/b")), FOLLOW, Pool::Long)
+        .await
+        .unwrap();
     assert_eq!(b.connection, id_a, "keep-alive must reuse the connection");
     assert_eq!(body_of(b).await, "hello");
     settle().await;
     let c = client
-        .send(get(&server.url("/close")), FOLLOW)
+        .send(get(&server.url("/close")), FOLLOW, Pool::Long)
         .await
         .unwrap();
     assert_eq!(c.connection, id_a);
     assert_eq!(body_of(c).await, "bye");
     settle().await;
-    let d = client.send(get(&server.url("/d")), FOLLOW).await.unwrap();
+    let d = client
+        .send(get(&server.url("/d")), FOLLOW, Pool::Long)
+        .await
+        .unwrap();
     assert_ne!(d.connection, id_a, "the server closed: a new connection");
     assert_ne!(d.connection, 0);
     body_of(d).await;
     assert_eq!(client.transport().connections_opened(), 2);
+    assert_eq!(server.conns(), 2);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn short_and_long_answers_keep_pools_of_their_own() {
+    let server = Server::start(None, false, |_| reply(200, "hello")).await;
+    let client = client();
+    let mut ids = Vec::new();
+    for pool in [Pool::Short, Pool::Long, Pool::Short, Pool::Long] {
+        let res = client
+            .send(get(&server.url("/x")), FOLLOW, pool)
+            .await
+            .unwrap();
+        ids.push(res.connection);
+        assert_eq!(body_of(res).await, "hello");
+        settle().await;
+    }
+    // Each pool reuses its own connection, and neither takes the other's: a connection
+    // that carried long bodies keeps its large buffers out of the short pool.
+    assert_eq!(ids[0], ids[2], "{ids:?}");
+    assert_eq!(ids[1], ids[3], "{ids:?}");
+    assert_ne!(ids[0], ids[1], "{ids:?}");
     assert_eq!(server.conns(), 2);
 }
 
@@ -219,15 +250,20 @@ async fn user_agent_and_headers() {
     add(&mut req, "range", "bytes=0-9");
     add(&mut req, "x-twice", "1");
     add(&mut req, "x-twice", "2");
-    body_of(default.send(req, FOLLOW).await.unwrap()).await;
+    body_of(default.send(req, FOLLOW, Pool::Long).await.unwrap()).await;
     let mut req = get(&server.url("/y"));
     add(&mut req, "user-agent", "mine/1");
-    body_of(default.send(req, FOLLOW).await.unwrap()).await;
+    body_of(default.send(req, FOLLOW, Pool::Long).await.unwrap()).await;
     let none = client_with(TransportOptions {
         user_agent: None,
         ..TransportOptions::default()
     });
-    body_of(none.send(get(&server.url("/z")), FOLLOW).await.unwrap()).await;
+    body_of(
+        none.send(get(&server.url("/z")), FOLLOW, Pool::Long)
+            .await
+            .unwrap(),
+    )
+    .await;
 
     let seen = server.seen();
     let ua = |i: usize| {
@@ -251,7 +287,11 @@ async fn urls_are_sent_as_written() {
     let client = client();
     let path = "/a%20b/../c/./d//e;p=1?q=%2F&r=a+b";
     let res = client
-        .send(get(&format!("{}#frag", server.url(path))), FOLLOW)
+        .send(
+            get(&format!("{}#frag", server.url(path))),
+            FOLLOW,
+            Pool::Long,
+        )
         .await
         .unwrap();
     body_of(res).await;
@@ -329,7 +369,7 @@ async fn redirects() {
     let client = client();
 
     let res = client
-        .send(get(&server.url("/start")), FOLLOW)
+        .send(get(&server.url("/start")), FOLLOW, Pool::Long)
         .await
         .unwrap();
     assert_eq!(res.status, 200);
@@ -337,18 +377,22 @@ async fn redirects() {
     assert_eq!(body_of(res).await, "end /end auth=none");
 
     let res = client
-        .send(get(&server.url("/temp")), FOLLOW)
+        .send(get(&server.url("/temp")), FOLLOW, Pool::Long)
         .await
         .unwrap();
     assert_eq!(body_of(res).await, "end /end auth=none");
     let res = client
-        .send(get(&server.url("/see-other")), FOLLOW)
+        .send(get(&server.url("/see-other")), FOLLOW, Pool::Long)
         .await
         .unwrap();
     assert_eq!(body_of(res).await, "end /end?x=1 auth=none");
 
     let res = client
-        .send(get(&server.url("/start")), RedirectPolicy::Never)
+        .send(
+            get(&server.url("/start")),
+            RedirectPolicy::Never,
+            Pool::Long,
+        )
         .await
         .unwrap();
     assert_eq!(res.status, 302);
@@ -356,7 +400,7 @@ async fn redirects() {
     body_of(res).await;
 
     let res = client
-        .send(get(&server.url("/no-location")), FOLLOW)
+        .send(get(&server.url("/no-location")), FOLLOW, Pool::Long)
         .await
         .unwrap();
     assert_eq!(res.status, 302);
@@ -365,10 +409,10 @@ async fn redirects() {
     // Authorization stays on the same origin and is dropped across origins.
     let mut req = get(&server.url("/start"));
     add(&mut req, "authorization", "Bearer t");
-    let res = client.send(req.clone(), FOLLOW).await.unwrap();
+    let res = client.send(req.clone(), FOLLOW, Pool::Long).await.unwrap();
     assert_eq!(body_of(res).await, "end /end auth=Bearer t");
     req.uri = parse_url(&server.url("/abs")).unwrap();
-    let res = client.send(req.clone(), FOLLOW).await.unwrap();
+    let res = client.send(req.clone(), FOLLOW, Pool::Long).await.unwrap();
     assert_eq!(res.url.to_string(), other.url("/end"));
     assert_eq!(body_of(res).await, "other auth=none");
 
@@ -378,13 +422,13 @@ async fn redirects() {
         same_origin_only: true,
     };
     let res = client
-        .send(get(&server.url("/start")), strict)
+        .send(get(&server.url("/start")), strict, Pool::Long)
         .await
         .unwrap();
     assert_eq!(res.status, 200);
     body_of(res).await;
     let e = client
-        .send(get(&server.url("/abs")), strict)
+        .send(get(&server.url("/abs")), strict, Pool::Long)
         .await
         .unwrap_err();
     assert_eq!(e.kind, TransportErrorKind::RedirectBlocked);
@@ -395,7 +439,7 @@ async fn redirects() {
     assert_eq!(other.seen().len(), 1, "the blocked target was never asked");
 
     let e = client
-        .send(get(&server.url("/loop")), FOLLOW)
+        .send(get(&server.url("/loop")), FOLLOW, Pool::Long)
         .await
         .unwrap_err();
     assert_eq!(e.kind, TransportErrorKind::TooManyRedirects);
@@ -406,16 +450,18 @@ async fn redirects() {
         max: 2,
         same_origin_only: false,
     };
-    let e = client.send(get(&server.url("/perm")), two).await;
+    let e = client
+        .send(get(&server.url("/perm")), two, Pool::Long)
+        .await;
     assert_eq!(e.unwrap().status, 200);
     let e = client
-        .send(get(&server.url("/loop")), two)
+        .send(get(&server.url("/loop")), two, Pool::Long)
         .await
         .unwrap_err();
     assert_eq!(e.kind, TransportErrorKind::TooManyRedirects);
 
     let e = client
-        .send(get(&server.url("/ftp")), FOLLOW)
+        .send(get(&server.url("/ftp")), FOLLOW, Pool::Long)
         .await
         .unwrap_err();
     assert_eq!(e.kind, TransportErrorKind::RedirectProtocol);
@@ -432,7 +478,7 @@ async fn redirect_bodies_are_drained_or_aborted() {
     .await;
     let client = client();
     let res = client
-        .send(get(&server.url("/small")), FOLLOW)
+        .send(get(&server.url("/small")), FOLLOW, Pool::Long)
         .await
         .unwrap();
     body_of(res).await;
@@ -442,7 +488,10 @@ async fn redirect_bodies_are_drained_or_aborted() {
         "a small redirect body is drained and the connection reused"
     );
     settle().await;
-    let res = client.send(get(&server.url("/big")), FOLLOW).await.unwrap();
+    let res = client
+        .send(get(&server.url("/big")), FOLLOW, Pool::Long)
+        .await
+        .unwrap();
     body_of(res).await;
     assert_eq!(
         server.conns(),
@@ -464,7 +513,7 @@ async fn drain_and_prefix() {
     .await;
     let client = client();
     let res = client
-        .send(get(&server.url("/err-small")), FOLLOW)
+        .send(get(&server.url("/err-small")), FOLLOW, Pool::Long)
         .await
         .unwrap();
     let first = res.connection;
@@ -472,22 +521,28 @@ async fn drain_and_prefix() {
     assert_eq!(prefix.len(), crate::validate::CAPTURE);
     assert!(prefix.iter().all(|&b| b == b'e'));
     settle().await;
-    let res = client.send(get(&server.url("/ok")), FOLLOW).await.unwrap();
+    let res = client
+        .send(get(&server.url("/ok")), FOLLOW, Pool::Long)
+        .await
+        .unwrap();
     assert_eq!(res.connection, first, "a drained body keeps the connection");
     assert!(drain_or_abort(res.body, DRAIN_LIMIT).await);
     settle().await;
     let res = client
-        .send(get(&server.url("/err-big")), FOLLOW)
+        .send(get(&server.url("/err-big")), FOLLOW, Pool::Long)
         .await
         .unwrap();
     assert_eq!(res.connection, first);
     let prefix = read_prefix(res.body, crate::validate::CAPTURE).await;
     assert_eq!(&prefix[..], &[b'E'; crate::validate::CAPTURE][..]);
     settle().await;
-    let res = client.send(get(&server.url("/ok")), FOLLOW).await.unwrap();
+    let res = client
+        .send(get(&server.url("/ok")), FOLLOW, Pool::Long)
+        .await
+        .unwrap();
     assert_ne!(res.connection, first, "a large body aborted its connection");
     let res2 = client
-        .send(get(&server.url("/err-big")), FOLLOW)
+        .send(get(&server.url("/err-big")), FOLLOW, Pool::Long)
         .await
         .unwrap();
     assert!(!drain_or_abort(res2.body, DRAIN_LIMIT).await);
@@ -509,8 +564,14 @@ async fn h2_prior_knowledge() {
         http_version: HttpVersion::Http2PriorKnowledge,
         ..TransportOptions::default()
     });
-    let a = client.send(get(&server.url("/a")), FOLLOW).await.unwrap();
-    let b = client.send(get(&server.url("/b")), FOLLOW).await.unwrap();
+    let a = client
+        .send(get(&server.url("/a")), FOLLOW, Pool::Long)
+        .await
+        .unwrap();
+    let b = client
+        .send(get(&server.url("/b")), FOLLOW, Pool::Long)
+        .await
+        .unwrap();
     assert_eq!(
         a.connection, b.connection,
         "streams share one h2 connection"
@@ -562,13 +623,13 @@ async fn failure_kinds() {
         l.local_addr().unwrap()
     };
     let e = client
-        .send(get(&format!("http://{refused}/")), FOLLOW)
+        .send(get(&format!("http://{refused}/")), FOLLOW, Pool::Long)
         .await
         .unwrap_err();
     assert_eq!(e.kind, TransportErrorKind::Connect, "{e}");
 
     let e = client
-        .send(get("http://no-such-host.invalid/x"), FOLLOW)
+        .send(get("http://no-such-host.invalid/x"), FOLLOW, Pool::Long)
         .await
         .unwrap_err();
     assert_eq!(e.kind, TransportErrorKind::Resolve, "{e}");
@@ -581,7 +642,7 @@ async fn failure_kinds() {
     })
     .await;
     let e = client
-        .send(get(&format!("https://{silent}/")), FOLLOW)
+        .send(get(&format!("https://{silent}/")), FOLLOW, Pool::Long)
         .await
         .unwrap_err();
     assert_eq!(e.kind, TransportErrorKind::Timeout, "{e}");
@@ -591,7 +652,7 @@ async fn failure_kinds() {
     })
     .await;
     let e = client
-        .send(get(&format!("http://{closes}/")), FOLLOW)
+        .send(get(&format!("http://{closes}/")), FOLLOW, Pool::Long)
         .await
         .unwrap_err();
     assert_eq!(e.kind, TransportErrorKind::Io, "{e}");
@@ -603,7 +664,7 @@ async fn failure_kinds() {
     })
     .await;
     let e = client
-        .send(get(&format!("http://{garbage}/")), FOLLOW)
+        .send(get(&format!("http://{garbage}/")), FOLLOW, Pool::Long)
         .await
         .unwrap_err();
     assert_eq!(e.kind, TransportErrorKind::Protocol, "{e}");
@@ -657,7 +718,10 @@ async fn tls_trust_and_alpn() {
     std::fs::write(&bundle, &pki.ca_pem).unwrap();
 
     // Untrusted: the hermetic default roots do not know this CA.
-    let e = client().send(get(&url), FOLLOW).await.unwrap_err();
+    let e = client()
+        .send(get(&url), FOLLOW, Pool::Long)
+        .await
+        .unwrap_err();
     assert_eq!(e.kind, TransportErrorKind::Tls, "{e}");
 
     // Trusted through ca_bundle; HTTP/1.1 asked: http/1.1 by ALPN.
@@ -665,7 +729,7 @@ async fn tls_trust_and_alpn() {
         ca_bundle: Some(bundle.clone()),
         ..TransportOptions::default()
     });
-    let res = h1.send(get(&url), FOLLOW).await.unwrap();
+    let res = h1.send(get(&url), FOLLOW, Pool::Long).await.unwrap();
     assert_eq!(body_of(res).await, "HTTP/1.1");
 
     // Trusted through ca_path; HTTP/2 asked: h2 negotiated.
@@ -678,7 +742,7 @@ async fn tls_trust_and_alpn() {
         http_version: HttpVersion::Http2,
         ..TransportOptions::default()
     });
-    let res = h2.send(get(&url), FOLLOW).await.unwrap();
+    let res = h2.send(get(&url), FOLLOW, Pool::Long).await.unwrap();
     assert_eq!(body_of(res).await, "HTTP/2.0");
 
     // A server without h2 falls back to HTTP/1.1 when HTTP/2 is asked.
@@ -695,7 +759,7 @@ async fn tls_trust_and_alpn() {
         ..TransportOptions::default()
     });
     let url1 = format!("https://127.0.0.1:{}/x", server1.addr.port());
-    let res = c.send(get(&url1), FOLLOW).await.unwrap();
+    let res = c.send(get(&url1), FOLLOW, Pool::Long).await.unwrap();
     assert_eq!(body_of(res).await, "HTTP/1.1");
 }
 
@@ -755,13 +819,16 @@ async fn proxy_forward_and_tunnel() {
         ..TransportOptions::default()
     });
     let res = client
-        .send(get(&plain.url("/p?q=1")), FOLLOW)
+        .send(get(&plain.url("/p?q=1")), FOLLOW, Pool::Long)
         .await
         .unwrap();
     // The origin sees the absolute form the proxy relayed.
     assert_eq!(body_of(res).await, format!("plain {}", plain.url("/p?q=1")));
     let secure_url = format!("https://127.0.0.1:{}/s", secure.addr.port());
-    let res = client.send(get(&secure_url), FOLLOW).await.unwrap();
+    let res = client
+        .send(get(&secure_url), FOLLOW, Pool::Long)
+        .await
+        .unwrap();
     assert_eq!(body_of(res).await, "secure");
 
     let log = log.lock().unwrap().clone();
@@ -815,11 +882,11 @@ async fn silently_closed_idle_connection_is_replaced() {
     .await;
     let client = client();
     let url = format!("http://{addr}/");
-    let a = client.send(get(&url), FOLLOW).await.unwrap();
+    let a = client.send(get(&url), FOLLOW, Pool::Long).await.unwrap();
     let first = a.connection;
     assert_eq!(body_of(a).await, "ok");
     settle().await;
-    let b = client.send(get(&url), FOLLOW).await.unwrap();
+    let b = client.send(get(&url), FOLLOW, Pool::Long).await.unwrap();
     assert_ne!(b.connection, first);
     assert_eq!(body_of(b).await, "ok");
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
