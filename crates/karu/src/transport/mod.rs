@@ -56,7 +56,7 @@ const RECEIVE_BUFFER: usize = 64 * 1024;
 
 /// Most bytes read at once from a connection carrying short bodies. hyper keeps up to two
 /// buffers per busy connection (one being filled while the body holds the last), so 64
-/// connections at [`RECEIVE_BUFFER`] hold 8 MiB where their bodies gain nothing from it.
+/// connections at [`RECEIVE_BUFFER`] hold up to 8 MiB where their bodies gain nothing from it.
 const SHORT_RECEIVE_BUFFER: usize = 32 * 1024;
 
 /// Which connection pool a request goes to, by how long its answer is expected to be.
@@ -363,6 +363,7 @@ impl HttpClient {
             req.headers_mut().insert(PROXY_AUTHORIZATION, auth);
         }
         let client = match (&self.h2c, pool) {
+            // One multiplexed h2c connection carries both: the ceiling is HTTP/1's.
             (Some(h2c), _) if plain => h2c,
             (_, Pool::Short) => &self.short,
             (_, Pool::Long) => &self.client,
