@@ -108,10 +108,16 @@ fn a_cold_batch_is_replanned_from_its_first_wave() {
         ("KARU_COALESCE_MODE", "cost"),
     ]);
     let stats = batch(&c, &l, "cold", 400, 64 << 10);
-    // The plan of the reads held back assumed the measured round trip, not the prior.
+    // The plan of the reads held back assumed the measured round trip, not the prior. The
+    // first wave's answers are all that was measured, and on a loaded machine every one of
+    // them can come late, so the bound above is looser than the 20 % that the converged
+    // estimates above are held to.
     let assumed = stats.assumed.expect("a cost plan");
     let rtt = assumed.rtt.as_secs_f64();
-    assert!(within(rtt, 0.040), "the rest was planned for rtt {rtt}");
+    assert!(
+        (0.032..=0.080).contains(&rtt),
+        "the rest was planned for rtt {rtt}"
+    );
     assert_eq!(stats.transfers_finished, stats.transfers);
     assert_eq!(stats.transfers, proxy.requests());
 }
