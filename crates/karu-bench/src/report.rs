@@ -466,7 +466,8 @@ pub fn parquet(i: &Input<'_>) -> String {
              and checked against the written values, so a wrong read fails the run.\n\n\
              Readers: karu's own `AsyncFileReader` (`KaruParquetReader`); parquet's \
              `ParquetObjectReader` over `KaruStore`; `ParquetObjectReader` over object_store's \
-             `HttpStore` (nginx) or `AmazonS3` (s3s-fs). All with their defaults. Requests and \
+             `HttpStore` (nginx) or `AmazonS3` (s3s-fs). All with their defaults (so \
+             `KaruParquetReader` reads a scan two row groups ahead). Requests and \
              bytes are counted by the server (nginx's log) or the proxy in front of it \
              (s3s-fs); CPU is the reader's process (user + system), RSS its peak.\n",
             w.id,

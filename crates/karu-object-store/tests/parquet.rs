@@ -3,7 +3,9 @@
 //! ways: `ParquetObjectReader` over `KaruStore`, karu's own `KaruParquetReader`, and
 //! `ParquetObjectReader` over object_store's `HttpStore`/`AmazonS3`. The record batches
 //! must be equal (and hold exactly the rows written), and karu must not send more requests
-//! than object_store, as counted by a proxy in front of the server.
+//! than object_store, as counted by a proxy in front of the server. A full scan, which
+//! `KaruParquetReader` reads ahead, is compared the same way, and the read-ahead's requests
+//! are followed one by one.
 
 // ParquetObjectReader is deprecated in parquet 60 (in favour of readers such as karu's own),
 // but it is what object_store users run today: the peer these tests compare against.
@@ -51,6 +53,12 @@ async fn read<R: AsyncFileReader + Unpin + Send + 'static>(reader: R) -> Vec<Rec
     stream.try_collect().await.unwrap()
 }
 
+/// Every column of every row group through `reader`.
+async fn scan<R: AsyncFileReader + Unpin + Send + 'static>(reader: R) -> Vec<RecordBatch> {
+    let builder = ParquetRecordBatchStreamBuilder::new(reader).await.unwrap();
+    builder.build().unwrap().try_collect().await.unwrap()
+}
+
 /// Every value read is the one written.
 fn check(batches: &[RecordBatch]) {
     let rows = SELECTED
@@ -91,17 +99,33 @@ async fn three_ways(
 
     // Metadata larger than the suffix read: exactly one more read.
     let before = proxy.requests();
-    let small = KaruParquetReader::new(client, karu_file).with_metadata_size_hint(1024);
+    let small =
+        KaruParquetReader::new(client.clone(), karu_file.clone()).with_metadata_size_hint(1024);
     assert_eq!(read(small).await, own);
     assert_eq!(count(before), own_requests + 1);
 
     let before = proxy.requests();
-    let peer_batches = read(ParquetObjectReader::new(peer, path.clone())).await;
+    let peer_batches = read(ParquetObjectReader::new(peer.clone(), path.clone())).await;
     let peer_requests = count(before);
 
     check(&peer_batches);
     assert_eq!(over_store, peer_batches);
     assert_eq!(own, peer_batches);
+
+    // A full scan, which karu's reader reads ahead: the same batches, no more requests.
+    let before = proxy.requests();
+    let own_scan = scan(KaruParquetReader::new(client.clone(), karu_file.clone())).await;
+    let own_scan_requests = count(before);
+    let before = proxy.requests();
+    let peer_scan = scan(ParquetObjectReader::new(peer.clone(), path.clone())).await;
+    let peer_scan_requests = count(before);
+    let rows: usize = peer_scan.iter().map(RecordBatch::num_rows).sum();
+    assert_eq!(rows as u64, ROWS * ROW_GROUPS);
+    assert!(own_scan == peer_scan, "the scans differ");
+    assert!(
+        own_scan_requests <= peer_scan_requests,
+        "scan requests: {own_scan_requests} > {peer_scan_requests}"
+    );
     eprintln!(
         "requests: ParquetObjectReader over KaruStore {store_requests}, KaruParquetReader \
          {own_requests}, ParquetObjectReader over object_store {peer_requests}"
@@ -207,4 +231,102 @@ fn three_readers_agree_over_s3s_fs_and_karu_sends_fewer_requests() {
         &path,
     ));
     rt.block_on(direct.s3.delete(&path)).unwrap();
+}
+
+/// The column chunks of row group `g`, every column.
+fn chunks(meta: &parquet::file::metadata::ParquetMetaData, g: usize) -> Vec<std::ops::Range<u64>> {
+    meta.row_group(g)
+        .columns()
+        .iter()
+        .map(|c| {
+            let (start, len) = c.byte_range();
+            start..start + len
+        })
+        .collect()
+}
+
+/// Waits (at most 10 s) until the proxy has counted `n` requests.
+fn wait_for(proxy: &LatencyProxy, n: u64) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while proxy.requests() < n && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(proxy.requests(), n, "requests sent");
+}
+
+/// A scan's next row groups are sent for before the decoder asks and served from what
+/// arrived; a skip, a partial chunk, or reading ahead turned off sends nothing ahead. Every
+/// byte is compared with the file's.
+#[test]
+fn a_sequential_scan_is_read_ahead_and_served_from_it() {
+    let Some(started) = support::common::started("KARU_TEST_NGINX_URL", "nginx") else {
+        return;
+    };
+    let dir = started.require("KARU_TEST_NGINX_DIR");
+    let name = format!("karu-ahead-{}.parquet", std::process::id());
+    let on_disk = std::path::Path::new(&dir).join("www").join(&name);
+    std::fs::write(&on_disk, file()).unwrap();
+    let proxy = LatencyProxy::start(addr(&started.url), ProxyOptions::default());
+    let client = support::common::client(&[]);
+    let locator = karu::Locator::parse(&proxy.url(&format!("/{name}"))).unwrap();
+    let bytes = |ranges: &[std::ops::Range<u64>]| -> Vec<Bytes> {
+        ranges
+            .iter()
+            .map(|r| file().slice(r.start as usize..r.end as usize))
+            .collect()
+    };
+    runtime().block_on(async {
+        let mut reader = KaruParquetReader::new(client.clone(), locator.clone());
+        let meta = reader.get_metadata(None).await.unwrap();
+        assert!(reader.etag().is_some(), "nginx gives a strong ETag");
+        // One request per row group: its column chunks are adjacent, so one transfer.
+        let mut sent = proxy.requests();
+        let ask = async |reader: &mut KaruParquetReader, g: usize| {
+            let ranges = chunks(&meta, g);
+            let got = reader.get_byte_ranges(ranges.clone()).await.unwrap();
+            assert!(got == bytes(&ranges), "row group {g}");
+        };
+        ask(&mut reader, 0).await;
+        sent += 1;
+        wait_for(&proxy, sent);
+        // The second in a row: row groups 2 and 3 are sent for with it.
+        ask(&mut reader, 1).await;
+        sent += 3;
+        wait_for(&proxy, sent);
+        ask(&mut reader, 2).await; // served ahead; row group 4 sent for
+        sent += 1;
+        wait_for(&proxy, sent);
+        ask(&mut reader, 3).await; // served ahead; row group 5 sent for
+        ask(&mut reader, 4).await; // served ahead; row group 6 sent for
+        sent += 2;
+        wait_for(&proxy, sent);
+        // A skip: row group 10 is read now, nothing ahead (5 and 6 are dropped unread).
+        ask(&mut reader, 10).await;
+        sent += 1;
+        wait_for(&proxy, sent);
+        // Part of a chunk (a page-level read) is read as asked and predicts nothing.
+        let part = chunks(&meta, 11)[0].start..chunks(&meta, 11)[0].start + 1000;
+        let got = reader.get_byte_ranges(vec![part.clone()]).await.unwrap();
+        assert!(got == bytes(&[part]));
+        sent += 1;
+        wait_for(&proxy, sent);
+        // The last two row groups: nothing past the end is sent for.
+        let last = meta.num_row_groups() - 1;
+        ask(&mut reader, last - 1).await;
+        ask(&mut reader, last).await;
+        sent += 2;
+        wait_for(&proxy, sent);
+
+        // Turned off: every row group is read when it is asked for, none before.
+        let mut off = KaruParquetReader::new(client, locator).with_read_ahead(0, 0);
+        let meta = off.get_metadata(None).await.unwrap();
+        let mut sent = proxy.requests();
+        for g in 0..4 {
+            let ranges = chunks(&meta, g);
+            assert!(off.get_byte_ranges(ranges.clone()).await.unwrap() == bytes(&ranges));
+            sent += 1;
+            wait_for(&proxy, sent);
+        }
+    });
+    std::fs::remove_file(on_disk).unwrap();
 }
