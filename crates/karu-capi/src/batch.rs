@@ -59,6 +59,7 @@ unsafe fn overrides(call: &str, options: *const karu_submit_options) -> Result<O
             karu_submit_options,
             coalesce_amplification
         )),
+        mode: None,
     })
 }
 

@@ -569,6 +569,7 @@ fn plan_command(
         limit: o.limit,
         parts: o.parts,
         amplification: o.amplification,
+        mode: None,
     })?;
     let requests: Vec<plan::Request<'_>> = reads
         .iter()

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use karu::plan::{Mode, Overrides};
 use karu::{Batch, Client, Locator, Read};
 use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::async_reader::{AsyncFileReader, MetadataFetch};
@@ -50,7 +51,9 @@ pub const DEFAULT_READ_AHEAD_BYTES: u64 = 64 << 20;
 /// the next [`DEFAULT_READ_AHEAD_ROW_GROUPS`] row groups' same chunks are sent for before the
 /// decoder asks, within [`DEFAULT_READ_AHEAD_BYTES`]; [`with_read_ahead`] changes both.
 /// Reading ahead needs the metadata this reader read (so that it knows the row groups) and a
-/// version to pin to: a strong ETag, or a local file.
+/// version to pin to: a strong ETag, or a local file. Its batches are planned by the guards
+/// (`KARU_COALESCE_MODE=guards`), so a row group's adjacent chunks are one request: the
+/// parallelism comes from reading ahead.
 ///
 /// [`with_read_ahead`]: KaruParquetReader::with_read_ahead
 #[derive(Debug)]
@@ -134,7 +137,13 @@ impl KaruParquetReader {
                 });
             }
         }
-        self.client.submit(reads)
+        // The guards plan: a row group's adjacent chunks stay one request. The cost model
+        // would cut it for parallelism that reading ahead already gives.
+        let guards = Overrides {
+            mode: Some(Mode::Guards),
+            ..Overrides::default()
+        };
+        self.client.submit_with(reads, &guards)
     }
 
     /// A decoder's request: from what was read ahead for it where that arrived whole, else

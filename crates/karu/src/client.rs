@@ -16,19 +16,10 @@ use crate::engine::wave::{Measured, Wave};
 use crate::engine::{Engine, PartRead, Remote, Work, link};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
-use crate::plan::{self, LinkEstimate, Overrides, Policy, Transfer};
+use crate::plan::{self, LinkEstimate, Mode, Overrides, Policy, Transfer};
 use crate::probe::{self, Ends, ObjectInfo};
 use crate::read::Read;
 use crate::validate::condition::Condition;
-
-/// How the planner merges (`KARU_COALESCE_MODE`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
-    /// The plan of smallest predicted time on the measured link (the default).
-    Cost,
-    /// The guards alone (the spec's planner).
-    Guards,
-}
 
 struct Inner {
     settings: Settings,
@@ -141,7 +132,8 @@ impl Client {
     /// As [`submit`](Client::submit), with per-batch planner overrides (`Invalid` for values
     /// out of range).
     pub fn submit_with(&self, reads: Vec<Read>, overrides: &Overrides) -> Result<Batch> {
-        self.submit_inner(reads, self.inner.policy.with(overrides)?, false, None)
+        let mode = overrides.mode.unwrap_or(self.inner.mode);
+        self.submit_inner(reads, self.inner.policy.with(overrides)?, mode, false, None)
     }
 
     /// As [`submit`](Client::submit), planned by cost for the link `model` (whatever the
@@ -152,7 +144,7 @@ impl Client {
         reads: Vec<Read>,
         model: plan::CostModel,
     ) -> Result<Batch> {
-        self.submit_inner(reads, self.inner.policy, false, Some(model))
+        self.submit_inner(reads, self.inner.policy, Mode::Cost, false, Some(model))
     }
 
     /// Submits one download chunk, its adjacent sub-reads back to back: planned with
@@ -160,26 +152,27 @@ impl Client {
     /// whatever coalescing options the client has. A throttled answer ends it at once (the
     /// download's window paces the retry) instead of waiting inside the exchange.
     pub(crate) fn submit_chunk(&self, reads: Vec<Read>) -> Result<Batch> {
-        self.submit_inner(reads, CHUNK_POLICY, true, None)
+        // The download paces its own parallelism: a chunk keeps its size.
+        self.submit_inner(reads, CHUNK_POLICY, Mode::Guards, true, None)
     }
 
     fn submit_inner(
         &self,
         reads: Vec<Read>,
         policy: Policy,
+        mode: Mode,
         hand_back: bool,
         model: Option<plan::CostModel>,
     ) -> Result<Batch> {
         let engine = self.engine();
-        // A download chunk keeps its size: the download paces its own parallelism.
-        let estimate = match (model, self.inner.mode) {
+        let estimate = match (model, mode) {
             (Some(model), _) => Some(LinkEstimate {
                 model,
                 rtt_samples: 1,
                 rate_samples: 1,
                 total_samples: 1,
             }),
-            (None, Mode::Cost) if !hand_back => reads
+            (None, Mode::Cost) => reads
                 .iter()
                 .find(|r| r.locator.is_remote())
                 .map(|r| self.estimate_in(&engine, &r.locator)),

@@ -675,3 +675,34 @@ fn an_object_that_changes_while_a_body_is_resumed_restarts_from_the_new_version(
         "{e}"
     );
 }
+
+/// A batch's `Overrides::mode` replaces the client's `KARU_COALESCE_MODE`: a cold cost-mode
+/// client cuts a 40 MiB read into pieces (its link is unmeasured), and the same read
+/// submitted with the guards mode is one request. Every byte is checked both ways.
+#[test]
+fn a_batch_may_be_planned_by_the_guards_on_a_cost_client() {
+    let server = RangeServer::start();
+    let l = object(&server, "/ok/mode?size=67108864");
+    let c = client(&[("KARU_COALESCE_MODE", "cost")]);
+    let length = 40u64 << 20;
+    let run = |overrides: &plan::Overrides| {
+        server.clear_log();
+        let batch = c
+            .submit_with(vec![Read::new(&l, 1000, length)], overrides)
+            .unwrap();
+        let done = batch.next().unwrap();
+        assert!(done.result.is_ok(), "{:?}", done.result);
+        content::check("mode", 1000, done.bytes()).unwrap();
+        (batch.stats().transfers, server.log().len())
+    };
+    let (transfers, requests) = run(&plan::Overrides::default());
+    assert!(
+        transfers > 1 && requests as u64 == transfers,
+        "{transfers}, {requests}"
+    );
+    let guards = plan::Overrides {
+        mode: Some(plan::Mode::Guards),
+        ..plan::Overrides::default()
+    };
+    assert_eq!(run(&guards), (1, 1));
+}

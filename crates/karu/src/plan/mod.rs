@@ -70,6 +70,20 @@ pub struct Overrides {
     pub parts: Option<u64>,
     /// Replaces [`Policy::amplification`]; must be at least 1.
     pub amplification: Option<u64>,
+    /// Replaces the client's `KARU_COALESCE_MODE` for this batch.
+    pub mode: Option<Mode>,
+}
+
+/// How a batch is planned (`KARU_COALESCE_MODE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// The plan of smallest predicted time on the measured link (the default).
+    #[default]
+    Cost,
+    /// The guards alone (the spec's planner). A caller that paces its own parallelism, as a
+    /// reader that reads ahead does, gets the fewest requests the guards allow: the cost
+    /// model would spend requests on parallelism the caller already has.
+    Guards,
 }
 
 impl Policy {

@@ -402,6 +402,7 @@ fn overrides() {
         limit: Some(1),
         parts: Some(usize::MAX as u64),
         amplification: Some(u64::MAX),
+        mode: None,
     };
     assert_eq!(
         base.with(&all).unwrap(),
