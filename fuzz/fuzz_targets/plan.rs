@@ -87,6 +87,7 @@ fuzz_target!(|input: Input| {
         limit: input.limit,
         parts: input.parts,
         amplification: input.amplification,
+        mode: None,
     };
     let policy = match Policy::default().with(&overrides) {
         Ok(p) => p,
