@@ -76,6 +76,7 @@ pub struct Overrides {
 
 /// How a batch is planned (`KARU_COALESCE_MODE`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Mode {
     /// The plan of smallest predicted time on the measured link (the default).
     #[default]
