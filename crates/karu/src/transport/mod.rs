@@ -226,6 +226,9 @@ pub(crate) struct HttpClient {
     client: LegacyClient,
     /// Requests for [`Pool::Short`] answers: a pool of its own, whose buffers stay small.
     short: LegacyClient,
+    /// `https` authorities that answered in HTTP/2: their short answers go to `client`, so
+    /// one multiplexed connection carries both (the receive ceiling is HTTP/1's alone).
+    h2_hosts: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Clear-text HTTP/2 client for `http://` under `Http2PriorKnowledge`; a separate pool
     /// because hyper-util's `http2_only` applies to every connection of a client, and
     /// `https://` must still be able to fall back to http/1.1.
@@ -255,6 +258,7 @@ impl HttpClient {
             transport: transport.clone(),
             client: build(false, RECEIVE_BUFFER),
             short: build(false, SHORT_RECEIVE_BUFFER),
+            h2_hosts: std::sync::Mutex::default(),
             h2c: (options.http_version == HttpVersion::Http2PriorKnowledge)
                 .then(|| build(true, RECEIVE_BUFFER)),
         }
@@ -353,6 +357,14 @@ impl HttpClient {
         pool: Pool,
     ) -> Result<http::Response<hyper::body::Incoming>, TransportError> {
         let plain = uri.scheme_str() == Some("http");
+        // Whose short answers may be learnt to come over HTTP/2 (TLS with h2 allowed).
+        let learn = (!plain
+            && pool == Pool::Short
+            && self.transport.options.http_version != HttpVersion::Http1_1)
+            .then(|| uri.authority().map(|a| a.as_str().to_owned()))
+            .flatten();
+        let hosts = || self.h2_hosts.lock().unwrap_or_else(|e| e.into_inner());
+        let h2_known = learn.as_ref().is_some_and(|a| hosts().contains(a));
         let mut req = http::Request::new(Empty::<Bytes>::new());
         *req.method_mut() = Method::GET;
         *req.uri_mut() = uri;
@@ -365,13 +377,19 @@ impl HttpClient {
         let client = match (&self.h2c, pool) {
             // One multiplexed h2c connection carries both: the ceiling is HTTP/1's.
             (Some(h2c), _) if plain => h2c,
-            (_, Pool::Short) => &self.short,
-            (_, Pool::Long) => &self.client,
+            (_, Pool::Short) if !h2_known => &self.short,
+            _ => &self.client,
         };
-        client
+        let res = client
             .request(req)
             .await
-            .map_err(|e| TransportError::classify(&e))
+            .map_err(|e| TransportError::classify(&e))?;
+        if let Some(authority) = learn.filter(|_| !h2_known)
+            && res.version() == http::Version::HTTP_2
+        {
+            hosts().insert(authority);
+        }
+        Ok(res)
     }
 }
 

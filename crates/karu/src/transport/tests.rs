@@ -242,6 +242,48 @@ async fn short_and_long_answers_keep_pools_of_their_own() {
     assert_eq!(server.conns(), 2);
 }
 
+/// Over TLS a host that answered in HTTP/2 gets its short answers on the long pool's
+/// multiplexed connection (one connection after the first answer, not one per pool); a host
+/// that answers in HTTP/1.1 keeps a connection in each pool.
+#[tokio::test(flavor = "current_thread")]
+async fn an_h2_host_carries_short_answers_on_its_one_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    for (alpn, h2) in [
+        (&[&b"h2"[..], b"http/1.1"][..], true),
+        (&[&b"http/1.1"[..]][..], false),
+    ] {
+        let pki = make_pki(alpn);
+        let server = Server::start(Some(pki.server.clone()), false, |s| {
+            reply(200, format!("{:?}", s.version))
+        })
+        .await;
+        let bundle = dir.path().join(format!("ca-{h2}.pem"));
+        std::fs::write(&bundle, &pki.ca_pem).unwrap();
+        let client = client_with(TransportOptions {
+            ca_bundle: Some(bundle),
+            http_version: HttpVersion::Auto,
+            ..TransportOptions::default()
+        });
+        let url = format!("https://127.0.0.1:{}/x", server.addr.port());
+        let mut ids = Vec::new();
+        for pool in [Pool::Short, Pool::Long, Pool::Short, Pool::Short] {
+            let res = client.send(get(&url), FOLLOW, pool).await.unwrap();
+            ids.push(res.connection);
+            let version = if h2 { "HTTP/2.0" } else { "HTTP/1.1" };
+            assert_eq!(body_of(res).await, version);
+            settle().await;
+        }
+        if h2 {
+            // The first short answer taught the client; from then on one connection.
+            assert_eq!((ids[1], ids[1]), (ids[2], ids[3]), "{ids:?}");
+        } else {
+            assert_eq!((ids[0], ids[0]), (ids[2], ids[3]), "{ids:?}");
+            assert_ne!(ids[0], ids[1], "{ids:?}");
+        }
+        assert_eq!(server.conns(), 2);
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn user_agent_and_headers() {
     let server = Server::start(None, false, |_| reply(200, "")).await;
