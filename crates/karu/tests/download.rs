@@ -1376,7 +1376,14 @@ fn a_window_without_validators_falls_back_to_one_whole_stream() {
         Some(&*whole),
         "{log:?}"
     );
-    assert_eq!(result.requests, log.len() as u64);
+    // The 4 early chunks are cancelled when the stream's answer shows no validator; each
+    // counts as made, and may be cancelled before its request reaches the server.
+    let n = log.len() as u64;
+    assert!(
+        (n..=n + 4).contains(&result.requests),
+        "{} for {log:?}",
+        result.requests
+    );
 }
 
 /// A streamed (measured) download interrupted after a few chunks' worth resumes from the
