@@ -39,7 +39,10 @@ mod parquet;
 
 pub use error::to_object_store;
 #[cfg(feature = "parquet")]
-pub use parquet::{DEFAULT_METADATA_SIZE_HINT, KaruParquetReader};
+pub use parquet::{
+    DEFAULT_METADATA_SIZE_HINT, DEFAULT_READ_AHEAD_BYTES, DEFAULT_READ_AHEAD_ROW_GROUPS,
+    KaruParquetReader,
+};
 
 /// The name this store gives in errors (`Generic { store, .. }`, `NotImplemented`).
 const STORE: &str = "KaruStore";

@@ -202,7 +202,7 @@ pub fn credential_process(output: &[u8]) -> Result<(String, String, String), &'s
 
 /// A Google ADC file read as far as possible without I/O: its type, with a service
 /// account's key parsed and an external account's token taken from `subject` (the text its
-/// source would give). Errors are the messages the loader would show after "<path>: ".
+/// source would give). Errors are the messages the loader would show after `"<path>: "`.
 pub fn google_adc(text: &str, subject: &str) -> Result<&'static str, String> {
     let json = credentials::adc_json(text, "adc.json")?;
     match credentials::parse_adc(&json, "adc.json")? {
