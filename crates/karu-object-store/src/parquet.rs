@@ -121,21 +121,9 @@ impl KaruParquetReader {
 
     /// Sends for `ranges` (tagged by index), pinned to the footer's version if it has one.
     fn send(&self, ranges: &[Range<u64>]) -> karu::Result<Batch> {
-        let mut reads = Vec::with_capacity(ranges.len());
-        for (i, r) in ranges.iter().enumerate() {
-            let length = r.end.checked_sub(r.start).ok_or_else(|| {
-                karu::Error::new(
-                    karu::Status::Invalid,
-                    format!("range {}..{} ends before it starts", r.start, r.end),
-                )
-            })?;
-            if length > 0 {
-                let read = Read::new(&self.object, r.start, length).tag(i as u64);
-                reads.push(match &self.etag {
-                    Some(etag) => read.if_match(etag),
-                    None => read,
-                });
-            }
+        let mut reads = Read::of_ranges(&self.object, ranges)?;
+        if let Some(etag) = &self.etag {
+            reads = reads.into_iter().map(|r| r.if_match(etag)).collect();
         }
         // The guards plan: a row group's adjacent chunks stay one request. The cost model
         // would cut it for parallelism that reading ahead already gives.

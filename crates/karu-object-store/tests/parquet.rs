@@ -153,16 +153,26 @@ fn addr(url: &str) -> std::net::SocketAddr {
     host.split('/').next().unwrap().parse().unwrap()
 }
 
+/// The file written into nginx's `www/` as `STEM-PID.parquet` (its path and name), and a
+/// counting proxy in front of nginx.
+fn on_nginx(
+    started: &support::common::Started,
+    stem: &str,
+) -> (std::path::PathBuf, String, LatencyProxy) {
+    let dir = started.require("KARU_TEST_NGINX_DIR");
+    let name = format!("{stem}-{}.parquet", std::process::id());
+    let on_disk = std::path::Path::new(&dir).join("www").join(&name);
+    std::fs::write(&on_disk, file()).unwrap();
+    let proxy = LatencyProxy::start(addr(&started.url), ProxyOptions::default());
+    (on_disk, name, proxy)
+}
+
 #[test]
 fn three_readers_agree_over_nginx_and_karu_sends_fewer_requests() {
     let Some(started) = support::common::started("KARU_TEST_NGINX_URL", "nginx") else {
         return;
     };
-    let dir = started.require("KARU_TEST_NGINX_DIR");
-    let name = format!("karu-os-{}.parquet", std::process::id());
-    let on_disk = std::path::Path::new(&dir).join("www").join(&name);
-    std::fs::write(&on_disk, file()).unwrap();
-    let proxy = LatencyProxy::start(addr(&started.url), ProxyOptions::default());
+    let (on_disk, name, proxy) = on_nginx(&started, "karu-os");
     let base = proxy.url("");
     let client = support::common::client(&[]);
     let karu_store = Arc::new(KaruStore::new(client.clone(), &base).unwrap());
@@ -262,11 +272,7 @@ fn a_sequential_scan_is_read_ahead_and_served_from_it() {
     let Some(started) = support::common::started("KARU_TEST_NGINX_URL", "nginx") else {
         return;
     };
-    let dir = started.require("KARU_TEST_NGINX_DIR");
-    let name = format!("karu-ahead-{}.parquet", std::process::id());
-    let on_disk = std::path::Path::new(&dir).join("www").join(&name);
-    std::fs::write(&on_disk, file()).unwrap();
-    let proxy = LatencyProxy::start(addr(&started.url), ProxyOptions::default());
+    let (on_disk, name, proxy) = on_nginx(&started, "karu-ahead");
     let client = support::common::client(&[]);
     let locator = karu::Locator::parse(&proxy.url(&format!("/{name}"))).unwrap();
     let bytes = |ranges: &[std::ops::Range<u64>]| -> Vec<Bytes> {

@@ -359,7 +359,7 @@ impl Client {
     /// # Ok::<(), karu::Error>(())
     /// ```
     pub fn get_range(&self, locator: &Locator, range: Range<u64>) -> Result<Bytes> {
-        match range_length(&range)? {
+        match crate::read::range_length(&range)? {
             0 => Ok(Bytes::new()),
             length => self.read(locator, range.start, length).map(Bytes::from),
         }
@@ -367,7 +367,7 @@ impl Client {
 
     /// The async twin of [`get_range`](Client::get_range).
     pub async fn get_range_async(&self, locator: &Locator, range: Range<u64>) -> Result<Bytes> {
-        match range_length(&range)? {
+        match crate::read::range_length(&range)? {
             0 => Ok(Bytes::new()),
             length => Ok(Bytes::from(
                 self.read_async(locator, range.start, length).await?,
@@ -382,14 +382,18 @@ impl Client {
     /// `If-Match` to the version a `stat` then sees; an object without a strong ETag cannot
     /// be pinned and fails with `Precondition`. The first failure fails the call.
     pub fn get_ranges(&self, locator: &Locator, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        let batch = self.submit(range_reads(locator, ranges)?)?;
+        let batch = self.submit(Read::of_ranges(locator, ranges)?)?;
         let mut got = Ranged::new(ranges.len());
         for done in &batch {
             got.add(done);
         }
         match got.finish() {
             Err(Mixed) => {
-                let reads = pin(locator, range_reads(locator, ranges)?, self.stat(locator)?)?;
+                let reads = pin(
+                    locator,
+                    Read::of_ranges(locator, ranges)?,
+                    self.stat(locator)?,
+                )?;
                 drain(&self.submit(reads)?, ranges.len())
             }
             Ok(out) => out,
@@ -402,7 +406,7 @@ impl Client {
         locator: &Locator,
         ranges: &[Range<u64>],
     ) -> Result<Vec<Bytes>> {
-        let batch = self.submit(range_reads(locator, ranges)?)?;
+        let batch = self.submit(Read::of_ranges(locator, ranges)?)?;
         let mut got = Ranged::new(ranges.len());
         while let Some(done) = batch.next_async().await {
             got.add(done);
@@ -411,7 +415,7 @@ impl Client {
             Ok(out) => return out,
             Err(Mixed) => {
                 let info = self.stat_async(locator).await?;
-                pin(locator, range_reads(locator, ranges)?, info)?
+                pin(locator, Read::of_ranges(locator, ranges)?, info)?
             }
         };
         let batch = self.submit(reads)?;
@@ -650,28 +654,6 @@ fn positional(reads: Vec<Read>) -> Vec<Read> {
         .enumerate()
         .map(|(i, r)| r.tag(i as u64))
         .collect()
-}
-
-/// The length of `range`, `Invalid` when it is reversed.
-fn range_length(range: &Range<u64>) -> Result<u64> {
-    range.end.checked_sub(range.start).ok_or_else(|| {
-        Error::new(
-            Status::Invalid,
-            format!("range {}..{} ends before it starts", range.start, range.end),
-        )
-    })
-}
-
-/// One read per nonempty range, tagged with its position (empty ranges stay empty).
-fn range_reads(locator: &Locator, ranges: &[Range<u64>]) -> Result<Vec<Read>> {
-    let mut reads = Vec::with_capacity(ranges.len());
-    for (i, r) in ranges.iter().enumerate() {
-        let length = range_length(r)?;
-        if length > 0 {
-            reads.push(Read::new(locator, r.start, length).tag(i as u64));
-        }
-    }
-    Ok(reads)
 }
 
 /// The reads pinned to the version `info` names; `Precondition` when it has no strong ETag

@@ -1,6 +1,9 @@
 //! `Read`: one positional read as the caller describes it, and where its bytes go.
 
+use std::ops::Range;
+
 use crate::dest::{Dest, RawBuf};
+use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
 use crate::validate::condition::Condition;
 
@@ -35,6 +38,26 @@ impl Read {
             pin: None,
             dest: Dest::Alloc,
         }
+    }
+
+    /// One read per nonempty range of `locator`, tagged with the range's position (an empty
+    /// range gets no read); `Invalid` for a range that ends before it starts.
+    ///
+    /// ```
+    /// let object = karu::Locator::parse("/tmp/data.bin").unwrap();
+    /// let reads = karu::Read::of_ranges(&object, &[8..10, 4..4, 0..2]).unwrap();
+    /// assert_eq!(reads.iter().map(|r| r.length()).collect::<Vec<_>>(), [2, 2]);
+    /// assert!(karu::Read::of_ranges(&object, &[3..1]).is_err());
+    /// ```
+    pub fn of_ranges(locator: &Locator, ranges: &[Range<u64>]) -> Result<Vec<Read>> {
+        let mut reads = Vec::with_capacity(ranges.len());
+        for (i, r) in ranges.iter().enumerate() {
+            let length = range_length(r)?;
+            if length > 0 {
+                reads.push(Read::new(locator, r.start, length).tag(i as u64));
+            }
+        }
+        Ok(reads)
     }
 
     /// Sets the tag returned untouched in this read's completion.
@@ -95,4 +118,14 @@ impl Read {
     pub fn length(&self) -> u64 {
         self.length
     }
+}
+
+/// The length of `range`, `Invalid` when it is reversed.
+pub(crate) fn range_length(range: &Range<u64>) -> Result<u64> {
+    range.end.checked_sub(range.start).ok_or_else(|| {
+        Error::new(
+            Status::Invalid,
+            format!("range {}..{} ends before it starts", range.start, range.end),
+        )
+    })
 }

@@ -30,19 +30,24 @@ pub(crate) struct Layout {
 
 impl Layout {
     pub(crate) fn new(meta: &ParquetMetaData) -> Layout {
-        let groups: Vec<Vec<Range<u64>>> = meta
-            .row_groups()
-            .iter()
-            .map(|g| {
-                g.columns()
-                    .iter()
-                    .map(|c| {
-                        let (start, len) = c.byte_range();
-                        start..start.saturating_add(len)
-                    })
-                    .collect()
-            })
-            .collect();
+        Layout::from_groups(
+            meta.row_groups()
+                .iter()
+                .map(|g| {
+                    g.columns()
+                        .iter()
+                        .map(|c| {
+                            let (start, len) = c.byte_range();
+                            start..start.saturating_add(len)
+                        })
+                        .collect()
+                })
+                .collect(),
+        )
+    }
+
+    /// From each row group's column ranges, by column.
+    fn from_groups(groups: Vec<Vec<Range<u64>>>) -> Layout {
         let mut chunks: Vec<_> = groups
             .iter()
             .enumerate()
@@ -98,8 +103,13 @@ pub(crate) struct Ahead<B> {
 
 impl<B> Ahead<B> {
     fn bytes(&self) -> u64 {
-        self.ranges.iter().map(|r| r.end - r.start).sum()
+        bytes(&self.ranges)
     }
+}
+
+/// The bytes `ranges` cover.
+fn bytes(ranges: &[Range<u64>]) -> u64 {
+    ranges.iter().map(|r| r.end - r.start).sum()
 }
 
 /// The prediction and what it sent for. `B` is what carries a read-ahead's bytes.
@@ -195,11 +205,11 @@ impl<B> ReadAhead<B> {
                 let Some(ranges) = layout.ranges(&next) else {
                     break; // past the last row group
                 };
-                let bytes: u64 = ranges.iter().map(|r| r.end - r.start).sum();
-                if held + bytes > self.budget {
+                let more = bytes(&ranges);
+                if held + more > self.budget {
                     break;
                 }
-                held += bytes;
+                held += more;
                 send.push((next, ranges));
             }
         }
@@ -247,24 +257,7 @@ mod tests {
 
     /// Four row groups of two columns, 100 bytes each, back to back from byte 4.
     fn layout() -> Layout {
-        let groups: Vec<Vec<Range<u64>>> = (0..4u64)
-            .map(|g| {
-                (0..2u64)
-                    .map(|c| 4 + (g * 2 + c) * 100..4 + (g * 2 + c + 1) * 100)
-                    .collect()
-            })
-            .collect();
-        let mut chunks: Vec<_> = groups
-            .iter()
-            .enumerate()
-            .flat_map(|(g, cols)| {
-                cols.iter()
-                    .enumerate()
-                    .map(move |(c, r)| (r.start, r.end, g, c))
-            })
-            .collect();
-        chunks.sort_unstable();
-        Layout { chunks, groups }
+        Layout::from_groups((0..4).map(|g| group(g, &[0, 1])).collect())
     }
 
     fn ahead(depth: usize, budget: u64) -> ReadAhead<()> {

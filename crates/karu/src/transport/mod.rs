@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{AUTHORIZATION, HeaderValue, LOCATION, PROXY_AUTHORIZATION, USER_AGENT};
+use http::uri::Authority;
 use http::{HeaderMap, Method, Uri};
 use http_body::Body;
 use http_body_util::{BodyExt, Empty};
@@ -228,7 +229,7 @@ pub(crate) struct HttpClient {
     short: LegacyClient,
     /// `https` authorities that answered in HTTP/2: their short answers go to `client`, so
     /// one multiplexed connection carries both (the receive ceiling is HTTP/1's alone).
-    h2_hosts: std::sync::Mutex<std::collections::HashSet<String>>,
+    h2_hosts: std::sync::Mutex<std::collections::HashSet<Authority>>,
     /// Clear-text HTTP/2 client for `http://` under `Http2PriorKnowledge`; a separate pool
     /// because hyper-util's `http2_only` applies to every connection of a client, and
     /// `https://` must still be able to fall back to http/1.1.
@@ -361,7 +362,7 @@ impl HttpClient {
         let learn = (!plain
             && pool == Pool::Short
             && self.transport.options.http_version != HttpVersion::Http1_1)
-            .then(|| uri.authority().map(|a| a.as_str().to_owned()))
+            .then(|| uri.authority().cloned())
             .flatten();
         let hosts = || self.h2_hosts.lock().unwrap_or_else(|e| e.into_inner());
         let h2_known = learn.as_ref().is_some_and(|a| hosts().contains(a));

@@ -252,19 +252,7 @@ async fn an_h2_host_carries_short_answers_on_its_one_connection() {
         (&[&b"h2"[..], b"http/1.1"][..], true),
         (&[&b"http/1.1"[..]][..], false),
     ] {
-        let pki = make_pki(alpn);
-        let server = Server::start(Some(pki.server.clone()), false, |s| {
-            reply(200, format!("{:?}", s.version))
-        })
-        .await;
-        let bundle = dir.path().join(format!("ca-{h2}.pem"));
-        std::fs::write(&bundle, &pki.ca_pem).unwrap();
-        let client = client_with(TransportOptions {
-            ca_bundle: Some(bundle),
-            http_version: HttpVersion::Auto,
-            ..TransportOptions::default()
-        });
-        let url = format!("https://127.0.0.1:{}/x", server.addr.port());
+        let (server, client, url) = tls_echoing_version(dir.path(), alpn, HttpVersion::Auto).await;
         let mut ids = Vec::new();
         for pool in [Pool::Short, Pool::Long, Pool::Short, Pool::Short] {
             let res = client.send(get(&url), FOLLOW, pool).await.unwrap();
@@ -788,21 +776,33 @@ async fn tls_trust_and_alpn() {
     assert_eq!(body_of(res).await, "HTTP/2.0");
 
     // A server without h2 falls back to HTTP/1.1 when HTTP/2 is asked.
-    let pki1 = make_pki(&[b"http/1.1"]);
-    let server1 = Server::start(Some(pki1.server.clone()), false, |s| {
+    let (_server1, c, url1) =
+        tls_echoing_version(dir.path(), &[b"http/1.1"], HttpVersion::Auto).await;
+    let res = c.send(get(&url1), FOLLOW, Pool::Long).await.unwrap();
+    assert_eq!(body_of(res).await, "HTTP/1.1");
+}
+
+/// A TLS server offering `alpn` that answers with the request's HTTP version, a client
+/// trusting it (its CA written into `dir`) that asks for `version`, and the server's URL.
+async fn tls_echoing_version(
+    dir: &std::path::Path,
+    alpn: &[&[u8]],
+    version: HttpVersion,
+) -> (Server, HttpClient, String) {
+    let pki = make_pki(alpn);
+    let server = Server::start(Some(pki.server.clone()), false, |s| {
         reply(200, format!("{:?}", s.version))
     })
     .await;
-    let bundle1 = dir.path().join("ca1.pem");
-    std::fs::write(&bundle1, &pki1.ca_pem).unwrap();
-    let c = client_with(TransportOptions {
-        ca_bundle: Some(bundle1),
-        http_version: HttpVersion::Auto,
+    let bundle = dir.join(format!("ca-{}.pem", server.addr.port()));
+    std::fs::write(&bundle, &pki.ca_pem).unwrap();
+    let client = client_with(TransportOptions {
+        ca_bundle: Some(bundle),
+        http_version: version,
         ..TransportOptions::default()
     });
-    let url1 = format!("https://127.0.0.1:{}/x", server1.addr.port());
-    let res = c.send(get(&url1), FOLLOW, Pool::Long).await.unwrap();
-    assert_eq!(body_of(res).await, "HTTP/1.1");
+    let url = format!("https://127.0.0.1:{}/x", server.addr.port());
+    (server, client, url)
 }
 
 // ---- proxy ------------------------------------------------------------------------------
