@@ -44,10 +44,11 @@ impl Read {
     /// range gets no read); `Invalid` for a range that ends before it starts.
     ///
     /// ```
-    /// let object = karu::Locator::parse("/tmp/data.bin").unwrap();
-    /// let reads = karu::Read::of_ranges(&object, &[8..10, 4..4, 0..2]).unwrap();
+    /// let object = karu::Locator::parse("/tmp/data.bin")?;
+    /// let reads = karu::Read::of_ranges(&object, &[8..10, 4..4, 0..2])?;
     /// assert_eq!(reads.iter().map(|r| r.length()).collect::<Vec<_>>(), [2, 2]);
     /// assert!(karu::Read::of_ranges(&object, &[3..1]).is_err());
+    /// # Ok::<(), karu::Error>(())
     /// ```
     pub fn of_ranges(locator: &Locator, ranges: &[Range<u64>]) -> Result<Vec<Read>> {
         let mut reads = Vec::with_capacity(ranges.len());

@@ -107,9 +107,12 @@ impl<B> Ahead<B> {
     }
 }
 
-/// The bytes `ranges` cover.
+/// The bytes `ranges` cover, saturating: the ranges come from a file's metadata, and a
+/// crafted one must exceed the budget, not overflow.
 fn bytes(ranges: &[Range<u64>]) -> u64 {
-    ranges.iter().map(|r| r.end - r.start).sum()
+    ranges
+        .iter()
+        .fold(0, |n, r| n.saturating_add(r.end.saturating_sub(r.start)))
 }
 
 /// The prediction and what it sent for. `B` is what carries a read-ahead's bytes.
@@ -194,7 +197,7 @@ impl<B> ReadAhead<B> {
         let mut send = Vec::new();
         if sequential {
             let mut held: u64 = self.ahead.iter().map(Ahead::bytes).sum();
-            for row_group in asked.row_group + 1..=asked.row_group + self.depth {
+            for row_group in asked.row_group + 1..=asked.row_group.saturating_add(self.depth) {
                 let next = Chunks {
                     row_group,
                     columns: asked.columns.clone(),
@@ -206,7 +209,7 @@ impl<B> ReadAhead<B> {
                     break; // past the last row group
                 };
                 let more = bytes(&ranges);
-                if held + more > self.budget {
+                if held.saturating_add(more) > self.budget {
                     break;
                 }
                 held += more;
@@ -358,6 +361,18 @@ mod tests {
         let mut r = ahead(0, u64::MAX);
         ask(&mut r, &group(0, &[0]));
         assert_eq!(ask(&mut r, &group(1, &[0])), (false, vec![]));
+    }
+
+    #[test]
+    fn an_unbounded_depth_and_chunks_past_u64_overflow_nothing() {
+        // The layout is the file's metadata: a crafted one may claim chunks whose sizes
+        // sum past u64, and the caller may ask for any depth.
+        let mut groups: Vec<_> = (0..2).map(|g| group(g, &[0, 1])).collect();
+        groups.push(vec![404..u64::MAX, 405..u64::MAX]);
+        let mut r = ReadAhead::new(usize::MAX, u64::MAX - 1);
+        r.layout = Some(Arc::new(Layout::from_groups(groups)));
+        ask(&mut r, &group(0, &[0, 1]));
+        assert_eq!(ask(&mut r, &group(1, &[0, 1])), (false, vec![]));
     }
 
     #[test]
