@@ -208,6 +208,10 @@ struct State {
     /// Workers currently holding this batch's destinations.
     busy: usize,
     wakers: Vec<Waker>,
+    /// Threads blocked on `ready` and on `idle`: a condvar is notified only when one
+    /// waits, since every notify is a system call and workers release once per transfer.
+    waiting: usize,
+    waiting_idle: usize,
 }
 
 /// The wakers of remote work awaiting cancellation, one slot per live [`Cancelled`] future,
@@ -357,8 +361,11 @@ impl Shared {
         let mut st = self.lock();
         st.busy = st.busy.saturating_sub(1);
         self.hand_over(&mut st, done);
+        let idle = st.waiting_idle > 0 && st.busy == 0;
         self.wake(st);
-        self.idle.notify_all();
+        if idle {
+            self.idle.notify_all();
+        }
     }
 
     /// Queues a worker's completions for the consumer (dropped once the batch is cancelled).
@@ -383,8 +390,11 @@ impl Shared {
 
     fn wake(&self, mut st: MutexGuard<'_, State>) {
         let wakers = std::mem::take(&mut st.wakers);
+        let waiting = st.waiting > 0;
         drop(st);
-        self.ready.notify_all();
+        if waiting {
+            self.ready.notify_all();
+        }
         for w in wakers {
             w.wake();
         }
@@ -442,7 +452,9 @@ impl Shared {
             w.wake();
         }
         while self.raw && st.busy > 0 {
+            st.waiting_idle += 1;
             st = self.idle.wait(st).unwrap_or_else(|e| e.into_inner());
+            st.waiting_idle -= 1;
         }
         st.ready.clear();
         self.wake(st);
@@ -616,20 +628,22 @@ impl Batch {
             if shared.ended(&st) {
                 return Next::End;
             }
-            st = match deadline {
+            let left = match deadline {
+                None => None,
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return Next::Timeout,
+                },
+            };
+            st.waiting += 1;
+            st = match left {
                 None => shared.ready.wait(st).unwrap_or_else(|e| e.into_inner()),
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        return Next::Timeout;
-                    }
-                    shared
-                        .ready
-                        .wait_timeout(st, d - now)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0
+                Some(left) => {
+                    let waited = shared.ready.wait_timeout(st, left);
+                    waited.unwrap_or_else(|e| e.into_inner()).0
                 }
             };
+            st.waiting -= 1;
         }
     }
 
