@@ -148,10 +148,22 @@ impl CredentialCache {
             Some(provider) => self.custom(kind, path, |p| provider.credentials(kind, p))?,
             None => self.native(kind, settings, path, deadline)?,
         };
-        Ok(match found {
-            Some(r) if !is_empty(&r.credentials) => Auth::Signed(r),
-            _ => Auth::Missing,
-        })
+        Ok(auth(found))
+    }
+
+    /// What [`CredentialCache::resolve`] answers from the cache alone, without blocking:
+    /// `None` when it would look up (nothing fresh cached, or a custom provider, which is
+    /// asked per path).
+    pub(crate) fn cached(&self, settings: &Settings, locator: &Locator) -> Option<Auth> {
+        let Some(kind) = super::signing_kind(settings, locator) else {
+            return Some(Auth::Anonymous);
+        };
+        if settings.credentials_provider(kind).is_some() {
+            return None;
+        }
+        let scope = native_scope(kind, settings, locator.identity());
+        let value = fresh_native(&self.lock(), &scope, SystemTime::now())?;
+        Some(auth(Some(value)))
     }
 
     /// A key shared by the locators whose [`CredentialCache::resolve`] finds the same
@@ -232,12 +244,7 @@ impl CredentialCache {
         };
         self.shared(
             native_scope(kind, settings, path),
-            |st, scope, now| {
-                st.native
-                    .get(scope)
-                    .filter(|e| e.fresh(now))
-                    .map(|e| Arc::clone(&e.value))
-            },
+            fresh_native,
             load,
             |st, scope, value, until| {
                 let entry = Entry {
@@ -399,6 +406,22 @@ impl Drop for Landing<'_> {
     }
 }
 
+/// How a lookup's value signs: not at all when there is none or it is empty.
+fn auth(found: Option<Arc<Resolved>>) -> Auth {
+    match found {
+        Some(r) if !is_empty(&r.credentials) => Auth::Signed(r),
+        _ => Auth::Missing,
+    }
+}
+
+/// A native scope's cached value, if still fresh at `now`.
+fn fresh_native(st: &State, scope: &Scope, now: SystemTime) -> Option<Arc<Resolved>> {
+    st.native
+        .get(scope)
+        .filter(|e| e.fresh(now))
+        .map(|e| Arc::clone(&e.value))
+}
+
 /// Credentials with nothing to sign with.
 fn is_empty(c: &Credentials) -> bool {
     [
@@ -547,6 +570,35 @@ mod tests {
             native_scope(CredentialsKind::Gcs, &settings, "/vsis3/data/a"),
             a
         );
+    }
+
+    /// The cache alone answers what needs no lookup: unsigned reads, and a native value
+    /// once looked up; never a custom provider's (asked per path).
+    #[test]
+    fn cached_answers_without_a_lookup() {
+        let cache = cache();
+        let mut config = Config::empty();
+        config.set("AWS_ACCESS_KEY_ID", Some("AKID")).unwrap();
+        config.set("AWS_SECRET_ACCESS_KEY", Some("secret")).unwrap();
+        config
+            .set_path("s3://open/", "AWS_NO_SIGN_REQUEST", Some("YES"))
+            .unwrap();
+        let settings = config.freeze().unwrap();
+        let l = at("s3://data/a");
+        assert!(
+            cache.cached(&settings, &l).is_none(),
+            "nothing looked up yet"
+        );
+        let looked = cache.resolve(&settings, &l, None).unwrap();
+        let cached = cache.cached(&settings, &at("s3://data/b")).unwrap();
+        assert_eq!((key(&looked), key(&cached)), ("AKID".into(), "AKID".into()));
+        let open = cache.cached(&settings, &at("s3://open/x"));
+        assert!(matches!(open, Some(Auth::Anonymous)), "{open:?}");
+        let provider = Counting::new(None);
+        let custom = settings_with(provider.clone());
+        cache.resolve(&custom, &l, None).unwrap();
+        assert!(cache.cached(&custom, &l).is_none());
+        assert_eq!(provider.calls(), 1);
     }
 
     #[test]

@@ -3,7 +3,10 @@
 //! Transfers travel in runs: one queue hop per run, one lookup per run of transfers in the
 //! same credential scope, and one hand-over to the loops per run. Running transfers (a
 //! refresh after an expired token) and async probes ask the same workers through [`Lookups`]
-//! and await the answer without blocking their loop.
+//! and await the answer without blocking their loop. What the cache already holds fresh
+//! needs no worker: a run of one scope whose credentials are cached goes to the loops at
+//! once, and a probe's lookup is answered in place (the hop would cost two thread hand-offs
+//! for a map lookup).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -26,6 +29,9 @@ pub(crate) trait Resolver: Send + Sync {
     fn invalidate(&self, locator: &Locator, rejected: &Arc<Resolved>);
     /// When a lookup started now must be done (the read's request timeout).
     fn deadline_from(&self, start: Instant) -> Option<Instant>;
+    /// What [`Resolver::resolve`] would answer for `locator` from what is cached, without
+    /// blocking; `None` when that takes a lookup.
+    fn cached(&self, locator: &Locator) -> Option<Auth>;
 }
 
 /// What [`Resolver::scope`] groups transfers by.
@@ -77,6 +83,11 @@ impl Lookups {
         refresh: Option<Arc<Resolved>>,
         deadline: Option<Instant>,
     ) -> Result<Auth> {
+        if refresh.is_none()
+            && let Some(auth) = self.queue.resolver.cached(locator)
+        {
+            return Ok(auth);
+        }
         let (reply, answer) = tokio::sync::oneshot::channel();
         let urgent = refresh.is_some();
         let job = Job::Lookup {
@@ -121,7 +132,8 @@ impl CredentialStage {
         Ok(stage)
     }
 
-    /// Queues transfers for resolution, in runs of at most [`RUN`].
+    /// Sends transfers on, in runs of at most [`RUN`]: from the cache at once while it holds
+    /// their credentials, from the first run it does not through the workers.
     pub(crate) fn submit(&self, batch: &Arc<Shared>, work: Vec<Work>) {
         if work.is_empty() {
             return;
@@ -129,10 +141,12 @@ impl CredentialStage {
         let mut runs = Vec::with_capacity(work.len().div_ceil(RUN));
         let mut work = work.into_iter().peekable();
         while work.peek().is_some() {
-            runs.push(Job::Transfers(
-                Arc::clone(batch),
-                work.by_ref().take(RUN).collect(),
-            ));
+            let mut run: Vec<Work> = work.by_ref().take(RUN).collect();
+            if runs.is_empty() && from_cache(&*self.queue.resolver, &mut run) {
+                (self.queue.forward)(batch, run);
+            } else {
+                runs.push(Job::Transfers(Arc::clone(batch), run));
+            }
         }
         self.queue.jobs.push(runs);
     }
@@ -171,6 +185,27 @@ fn work(queue: &Queue) {
             }
         }
     }
+}
+
+/// Gives a run of one scope the credentials the cache holds for it; false (the run
+/// untouched) when its transfers span scopes or the cache has none fresh.
+fn from_cache(resolver: &dyn Resolver, run: &mut [Work]) -> bool {
+    let Some(first) = run.first() else {
+        return false;
+    };
+    let scope = resolver.scope(&first.locator);
+    if scope.is_none() || run[1..].iter().any(|w| resolver.scope(&w.locator) != scope) {
+        return false;
+    }
+    let Some(auth) = resolver.cached(&first.locator) else {
+        return false;
+    };
+    let started = Some(Instant::now());
+    for w in run {
+        w.access.started = started;
+        w.access.auth = Some(auth.clone());
+    }
+    true
 }
 
 /// Resolves a run of transfers, looking up once for consecutive transfers of one scope, and
@@ -262,11 +297,12 @@ mod tests {
         resolved: AtomicUsize,
         /// Group transfers by bucket (else each looks up alone).
         scoped: bool,
+        /// Answer every lookup from a cache.
+        cached: bool,
     }
 
-    impl Resolver for Fake {
-        fn resolve(&self, l: &Locator, _deadline: Option<Instant>) -> Result<Auth> {
-            self.resolved.fetch_add(1, Ordering::SeqCst);
+    impl Fake {
+        fn answer(&self, l: &Locator) -> Result<Auth> {
             if l.key() == "denied" {
                 return Err(Error::new(Status::Credentials, "no credentials"));
             }
@@ -276,6 +312,16 @@ mod tests {
                 ..Default::default()
             };
             Ok(Auth::Signed(Arc::new(Resolved::new(c))))
+        }
+    }
+
+    impl Resolver for Fake {
+        fn resolve(&self, l: &Locator, _deadline: Option<Instant>) -> Result<Auth> {
+            self.resolved.fetch_add(1, Ordering::SeqCst);
+            self.answer(l)
+        }
+        fn cached(&self, l: &Locator) -> Option<Auth> {
+            self.cached.then(|| self.answer(l).ok()).flatten()
         }
         fn invalidate(&self, _l: &Locator, _rejected: &Arc<Resolved>) {
             self.invalidated.fetch_add(1, Ordering::SeqCst);
@@ -373,6 +419,51 @@ mod tests {
         assert!(first.iter().all(|k| k == "for-k0-0"), "{first:?}");
         assert_eq!(second, ["for-x-0", "for-x-0", "for-z-0"]);
         assert_eq!(fake.resolved.load(Ordering::SeqCst), 3);
+    }
+
+    /// Without a single worker, what the cache holds still goes on: runs of one scope from
+    /// the submitting thread, a probe's lookup in place. A run that spans scopes waits for
+    /// the workers.
+    #[test]
+    fn cached_credentials_need_no_worker() {
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let fake = Arc::new(Fake {
+            scoped: true,
+            cached: true,
+            ..Fake::default()
+        });
+        let stage = CredentialStage::start(
+            0,
+            fake.clone(),
+            Box::new(move |_, run: Vec<Work>| {
+                assert!(run.iter().all(|w| w.access.started.is_some()));
+                let key = key_of(run[0].access.auth.as_ref().unwrap());
+                tx.lock().unwrap().send((run.len(), key)).unwrap();
+            }),
+        )
+        .unwrap();
+        let batch = Shared::new(RUN + 5, false);
+        stage.submit(
+            &batch,
+            (0..RUN + 3)
+                .map(|i| work_in("a", &format!("k{i}")))
+                .collect(),
+        );
+        assert_eq!(rx.try_recv().unwrap(), (RUN, "for-k0-0".to_owned()));
+        assert_eq!(rx.try_recv().unwrap(), (3, format!("for-k{RUN}-0")));
+        stage.submit(&batch, vec![work_in("a", "x"), work_in("bb", "y")]);
+        assert!(
+            rx.try_recv().is_err(),
+            "a run of two scopes went past the workers"
+        );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let l = Locator::parse("s3://bucket/k").unwrap();
+        let auth = rt.block_on(stage.lookups().lookup(&l, None, None)).unwrap();
+        assert_eq!(key_of(&auth), "for-k-0");
+        assert_eq!(fake.resolved.load(Ordering::SeqCst), 0);
     }
 
     #[test]

@@ -156,6 +156,9 @@ impl Resolver for CacheResolver {
     fn deadline_from(&self, start: Instant) -> Option<Instant> {
         self.settings.request_timeout().map(|t| start + t)
     }
+    fn cached(&self, locator: &Locator) -> Option<Auth> {
+        self.cache.cached(&self.settings, locator)
+    }
 }
 
 /// The remote half of the engine.
