@@ -22,7 +22,7 @@ use read_ahead::{Ahead, Layout, ReadAhead};
 
 /// The default suffix read for the metadata: most files' footers fit in it, so one round trip
 /// gets them; a larger one costs one more read.
-pub const DEFAULT_METADATA_SIZE_HINT: u64 = 512 << 10;
+pub const DEFAULT_METADATA_SIZE_HINT: u64 = 64 << 10;
 
 /// Row groups a sequential scan is read ahead by default: with two, the next row groups'
 /// fetches overlap the current one's decoding and each other.
