@@ -190,11 +190,11 @@ fn work(queue: &Queue) {
 /// Gives a run of one scope the credentials the cache holds for it; false (the run
 /// untouched) when its transfers span scopes or the cache has none fresh.
 fn from_cache(resolver: &dyn Resolver, run: &mut [Work]) -> bool {
-    let Some(first) = run.first() else {
+    let Some((first, rest)) = run.split_first() else {
         return false;
     };
     let scope = resolver.scope(&first.locator);
-    if scope.is_none() || run[1..].iter().any(|w| resolver.scope(&w.locator) != scope) {
+    if scope.is_none() || rest.iter().any(|w| resolver.scope(&w.locator) != scope) {
         return false;
     }
     let Some(auth) = resolver.cached(&first.locator) else {
