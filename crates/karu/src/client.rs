@@ -12,7 +12,7 @@ use crate::config::{Config, Settings};
 use crate::dest::Dest;
 use crate::engine::remote::LoopState;
 use crate::engine::split::SplitRead;
-use crate::engine::wave::{Measured, Wave};
+use crate::engine::wave::Wave;
 use crate::engine::{Engine, PartRead, Remote, Work, link};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
@@ -211,14 +211,7 @@ impl Client {
             _ => transfers.len(),
         };
         let later = transfers.split_off(wave);
-        let wave = (!later.is_empty()).then(|| {
-            let first_remote = later
-                .iter()
-                .flat_map(|t| &t.parts)
-                .filter_map(|p| slots[p.index].as_ref())
-                .find(|r| r.locator.is_remote());
-            Wave::new(transfers.len(), self.link_measured(first_remote))
-        });
+        let wave = (!later.is_empty()).then(|| Wave::new(transfers.len()));
         Counters::add(&shared.counters.transfers, transfers.len() as u64);
         let work = work(&mut slots, transfers, wave.as_ref());
         if let Some(wave) = wave {
@@ -239,22 +232,6 @@ impl Client {
         Ok(Batch {
             shared,
             _engine: Some(engine),
-        })
-    }
-
-    /// Whether a first wave has measured the link of `read`'s endpoint: its round trip and
-    /// its total rate.
-    fn link_measured(&self, read: Option<&Read>) -> Measured {
-        let endpoint = read.and_then(|r| link::locator_endpoint(&self.inner.settings, &r.locator));
-        let client = self.clone();
-        Box::new(move || {
-            endpoint.as_deref().is_some_and(|e| {
-                let estimate = client
-                    .engine()
-                    .links
-                    .estimate(e, client.inner.settings.concurrency());
-                estimate.rtt_samples > 0 && estimate.total_samples > 0
-            })
         })
     }
 
@@ -569,10 +546,10 @@ fn plan_reads(reads: &[Read], policy: &Policy, estimate: Option<&LinkEstimate>) 
     }
 }
 
-/// How many transfers a first wave sends: one per concurrency slot, and no split read left
-/// half in it (its pieces are consecutive transfers).
+/// How many transfers a first wave sends: two per concurrency slot (see [`Wave`]), and no
+/// split read left half in it (its pieces are consecutive transfers).
 fn first_wave(transfers: &[Transfer], slots: usize) -> usize {
-    let mut n = slots.max(1).min(transfers.len());
+    let mut n = slots.max(1).saturating_mul(2).min(transfers.len());
     while n < transfers.len() && transfers[n].parts.first().is_some_and(|p| p.skip > 0) {
         n += 1;
     }
