@@ -12,7 +12,7 @@ use crate::config::{Config, Settings};
 use crate::dest::Dest;
 use crate::engine::remote::LoopState;
 use crate::engine::split::SplitRead;
-use crate::engine::wave::Wave;
+use crate::engine::wave::{self, Wave};
 use crate::engine::{Engine, PartRead, Remote, Work, link};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
@@ -207,7 +207,7 @@ impl Client {
         let mut transfers = planned.transfers;
         // A cold link: a first wave from the priors, the rest planned again once it measured.
         let wave = match estimate {
-            Some(e) if e.is_cold() => first_wave(&transfers, e.model.concurrency as usize),
+            Some(e) if e.is_cold() => wave::size(&transfers, e.model.concurrency as usize),
             _ => transfers.len(),
         };
         let later = transfers.split_off(wave);
@@ -544,16 +544,6 @@ fn plan_reads(reads: &[Read], policy: &Policy, estimate: Option<&LinkEstimate>) 
         Some(e) => plan::plan_cost(&requests, policy, &e.model),
         None => plan::plan(&requests, policy),
     }
-}
-
-/// How many transfers a first wave sends: two per concurrency slot (see [`Wave`]), and no
-/// split read left half in it (its pieces are consecutive transfers).
-fn first_wave(transfers: &[Transfer], slots: usize) -> usize {
-    let mut n = slots.max(1).saturating_mul(2).min(transfers.len());
-    while n < transfers.len() && transfers[n].parts.first().is_some_and(|p| p.skip > 0) {
-        n += 1;
-    }
-    n
 }
 
 /// A read's version condition, as a transfer carries it.

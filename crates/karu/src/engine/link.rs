@@ -24,7 +24,10 @@
 //! - **Total rate**: bytes of every body ÷ the time at least one body of the endpoint was
 //!   arriving, over windows of at least [`TOTAL_WINDOW`] and [`TOTAL_BYTES`] in which two or
 //!   more bodies overlapped; the largest of the last few windows (the link's capacity is what
-//!   it carried at best).
+//!   it carried at best). Until a window has closed, the open one stands in once it holds
+//!   [`TOTAL_BYTES`] over at least [`OPEN_WINDOW`] with bodies overlapping: a cold client's
+//!   first wave re-plans the rest when its first round ends, often before 50 ms of bodies,
+//!   and the prior's 10 Gbit/s would then make every gap look free.
 //!
 //! Retried exchanges and throttled answers (429, 503) give no sample. Until an estimate has a
 //! sample it is the documented prior ([`CostModel::priors`](crate::plan::CostModel::priors)).
@@ -50,6 +53,9 @@ pub(crate) const RATE_BODY: u64 = 128 << 10;
 pub(crate) const TOTAL_WINDOW: Duration = Duration::from_millis(50);
 /// Fewest bytes in a total-rate sample.
 pub(crate) const TOTAL_BYTES: u64 = 1 << 20;
+/// Shortest open window that stands in for the total rate while none has closed (1 MiB
+/// takes 8 ms at 1 Gbit/s; a shorter window is mostly one burst).
+pub(crate) const OPEN_WINDOW: Duration = Duration::from_millis(10);
 /// The client's per-request work besides building and signing (writing the request, parsing
 /// the response head, completing the reads): measured once on loopback, not per request.
 pub(crate) const TRANSPORT_COST: Duration = Duration::from_micros(25);
@@ -176,7 +182,18 @@ impl Endpoint {
         self.peak = self.receiving;
     }
 
-    fn estimate(&self, concurrency: u32) -> LinkEstimate {
+    /// The open window's rate, once it may stand in for a closed one (see the module docs).
+    fn open_rate(&self, now: Instant, carried: u64) -> Option<f64> {
+        let busy = self.busy
+            + self
+                .since
+                .map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+        (self.peak >= 2 && carried >= TOTAL_BYTES && busy >= OPEN_WINDOW)
+            .then(|| carried as f64 / busy.as_secs_f64())
+    }
+
+    /// The estimate, `carried` being the open window's bytes so far.
+    fn estimate(&self, concurrency: u32, now: Instant, carried: u64) -> LinkEstimate {
         let prior = CostModel::priors(concurrency);
         let secs = |v: f64| Duration::try_from_secs_f64(v).unwrap_or(Duration::MAX);
         let rate = |v: f64| (v as u64).max(1);
@@ -188,6 +205,7 @@ impl Endpoint {
         let total_rate = self
             .total
             .max()
+            .or_else(|| self.open_rate(now, carried))
             .map_or(measured.unwrap_or(prior.total_rate), rate);
         let connection_rate = measured.unwrap_or(total_rate);
         LinkEstimate {
@@ -251,9 +269,12 @@ impl LinkTable {
             let map = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
             map.get(endpoint).cloned()
         };
+        let now = Instant::now();
         match link {
-            Some(l) => l.lock().estimate(concurrency),
-            None => Endpoint::new().estimate(concurrency),
+            Some(l) => l
+                .lock()
+                .estimate(concurrency, now, l.bytes.load(Ordering::Relaxed)),
+            None => Endpoint::new().estimate(concurrency, now, 0),
         }
     }
 }
@@ -490,6 +511,30 @@ mod tests {
             Some(crate::plan::cost::COLD_TRANSFER)
         );
         assert_eq!(table.estimate("http://h:1", 8).model.max_transfer, None);
+    }
+
+    #[test]
+    fn an_open_window_stands_in_for_the_total_rate_until_one_closes() {
+        let mut e = Endpoint::new();
+        let bytes = AtomicU64::new(0);
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let total = |e: &Endpoint, now, carried| e.estimate(8, now, carried).model.total_rate;
+        e.body_started(t0, &bytes);
+        e.body_started(t0, &bytes);
+        // Too short, or too few bytes, or one body alone: the prior.
+        assert_eq!(total(&e, ms(5), 4 << 20), CostModel::PRIOR_TOTAL_RATE);
+        assert_eq!(total(&e, ms(20), 1000), CostModel::PRIOR_TOTAL_RATE);
+        let lone = Endpoint::new();
+        assert_eq!(total(&lone, ms(20), 4 << 20), CostModel::PRIOR_TOTAL_RATE);
+        // 2.5 MB over 20 ms of two bodies: 125 MB/s.
+        assert_eq!(total(&e, ms(20), 2_500_000), 125_000_000);
+        // A closed window replaces it.
+        bytes.fetch_add(10 << 20, Ordering::Relaxed);
+        e.body_ended(ms(100), &bytes);
+        assert_eq!(e.total.count, 1);
+        let closed = e.total.max().unwrap() as u64;
+        assert_eq!(total(&e, ms(101), 1 << 30), closed);
     }
 
     #[test]
