@@ -650,8 +650,7 @@ fn naive(w: &Workload, target: &Target, budget: Duration) -> usize {
     let t = Instant::now();
     let mut conn = plain::Conn::open(plain::addr_of(&target.base), target.s3.as_ref());
     // Each read gets a buffer of its own, dropped once checked, as every other reader hands
-    // its caller each read's bytes (reusing one buffer saved this reader the page faults of
-    // the others' fresh memory: C at RTT 0, 116 MB, was mostly that).
+    // its caller each read's bytes.
     let mut done = 0;
     if let Kind::Ends(head, tail) = w.kind {
         for (name, size) in &w.objects {
