@@ -162,13 +162,18 @@ impl Endpoint {
         }
     }
 
+    /// Time in this window with a body arriving, up to `now`.
+    fn busy(&self, now: Instant) -> Duration {
+        self.busy
+            + self
+                .since
+                .map_or(Duration::ZERO, |s| now.saturating_duration_since(s))
+    }
+
     /// Closes the total-rate window once it is long and full enough: a sample when bodies
     /// overlapped in it.
     fn window(&mut self, now: Instant, bytes: &AtomicU64) {
-        let busy = self.busy
-            + self
-                .since
-                .map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+        let busy = self.busy(now);
         let carried = bytes.load(Ordering::Relaxed);
         if busy < TOTAL_WINDOW || carried < TOTAL_BYTES {
             return;
@@ -184,10 +189,7 @@ impl Endpoint {
 
     /// The open window's rate, once it may stand in for a closed one (see the module docs).
     fn open_rate(&self, now: Instant, carried: u64) -> Option<f64> {
-        let busy = self.busy
-            + self
-                .since
-                .map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+        let busy = self.busy(now);
         (self.peak >= 2 && carried >= TOTAL_BYTES && busy >= OPEN_WINDOW)
             .then(|| carried as f64 / busy.as_secs_f64())
     }
