@@ -1,15 +1,22 @@
 //! Remote IO loops: `KARU_IO_THREADS` threads, each with a single-threaded tokio runtime and
 //! its own HTTP client (connection pool). One pending queue feeds them; a loop takes work only
-//! while its share of `KARU_CONCURRENCY` has room, so a million queued reads are a million
-//! small queue entries, not a million futures, sockets or buffers. One-off jobs (probes, a
-//! download's stream) go to the least busy loop and do not wait for room.
+//! while the client's running transfers are below `KARU_CONCURRENCY`, so a million queued
+//! reads are a million small queue entries, not a million futures, sockets or buffers.
+//! One-off jobs (probes, a download's stream) go to the least busy loop and do not wait for
+//! room.
+//!
+//! Transfers are packed, not dealt out: a loop takes work while the bytes it has in flight
+//! are below [`PACK`], or within [`PACK`] of the least loaded loop's. Short transfers (whose cost is the
+//! request, not its bytes) then share the first loop, where one wake-up serves many
+//! answers, instead of waking every loop for a few each; long ones, whose bytes are the
+//! cost, spread over the loops and so over the cores.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
 use std::time::Instant;
@@ -33,6 +40,11 @@ use crate::transport::{HttpClient, Transport, TransportOptions};
 
 /// Threads that resolve credentials for signed backends.
 const CREDENTIAL_WORKERS: usize = 4;
+
+/// Bytes in flight below which a loop takes more work whatever the other loops carry: 64
+/// short reads of 4 KiB are 256 KiB and share one loop, while a loop with one 1 MiB body
+/// leaves the next transfer to a loop with less.
+const PACK: u64 = 1 << 20;
 
 /// A probe or other one-off job run on a loop: builds its future there.
 type Task = Box<dyn FnOnce(Rc<LoopState>) + Send>;
@@ -69,8 +81,8 @@ impl LoopState {
 struct Slot {
     /// Transfers running on this loop.
     active: AtomicUsize,
-    /// This loop's share of the client's concurrency.
-    share: usize,
+    /// The bytes those transfers were planned to fetch.
+    bytes: AtomicU64,
     wake: Notify,
     tasks: Mutex<Vec<Task>>,
     /// Jobs given to this loop and not yet ended (probes, a download's stream).
@@ -80,6 +92,9 @@ struct Slot {
 struct Inner {
     pending: Mutex<Pending>,
     slots: Vec<Slot>,
+    /// Transfers running on all loops, and the most that may (`KARU_CONCURRENCY`).
+    running: AtomicUsize,
+    concurrency: usize,
     shutdown: AtomicBool,
     settings: Settings,
     /// Bulk admission per endpoint (see [`super::gate`]).
@@ -101,11 +116,9 @@ impl Inner {
         Some(Arc::clone(gate))
     }
 
-    /// Queues transfers and wakes the lowest loops with room (so serial reads reuse one
-    /// loop's connection).
+    /// Queues transfers and wakes the loop that takes them first (see [`Inner::packs`]).
     fn enqueue(&self, batch: &Arc<Shared>, work: Vec<Work>) {
-        let mut left = work.len();
-        if left == 0 {
+        if work.is_empty() {
             return;
         }
         // Gates are found before the queue's lock is taken (a bulk transfer is at least 4
@@ -119,18 +132,53 @@ impl Inner {
                 .collect()
         });
         self.pending().push(batch, work, gates);
-        for slot in &self.slots {
-            let room = slot
-                .share
-                .saturating_sub(slot.active.load(Ordering::Acquire));
-            if room > 0 {
-                slot.wake.notify_one();
-                left = left.saturating_sub(room);
-                if left == 0 {
-                    break;
-                }
-            }
+        self.wake_packer();
+    }
+
+    /// The loop the next transfer goes to: the first whose bytes in flight are below
+    /// [`PACK`] (so a serial reader stays on one loop and its connection), else the one with
+    /// the fewest.
+    fn packer(&self) -> usize {
+        let bytes = |i: usize| self.slots[i].bytes.load(Ordering::Acquire);
+        (0..self.slots.len())
+            .find(|&i| bytes(i) < PACK)
+            .or_else(|| (0..self.slots.len()).min_by_key(|&i| bytes(i)))
+            .unwrap_or(0)
+    }
+
+    /// Whether loop `index` takes the next transfer: its bytes in flight are below [`PACK`]
+    /// or within [`PACK`] of the least loaded loop's (the slack spares a wake-up of another
+    /// loop for every transfer of middling size, while a loop with a long body still
+    /// hands the next one on). A loop that does not is never [`Inner::packer`], so handing
+    /// the work on always reaches one that does.
+    fn packs(&self, index: usize) -> bool {
+        let mine = self.slots[index].bytes.load(Ordering::Acquire);
+        let least = self
+            .slots
+            .iter()
+            .map(|s| s.bytes.load(Ordering::Acquire))
+            .min()
+            .unwrap_or(0);
+        mine < PACK || mine <= least.saturating_add(PACK)
+    }
+
+    fn wake_packer(&self) {
+        if let Some(slot) = self.slots.get(self.packer()) {
+            slot.wake.notify_one();
         }
+    }
+
+    /// Takes one of the client's `KARU_CONCURRENCY` places, if one is free.
+    fn reserve(&self) -> bool {
+        self.running
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.concurrency).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn release(&self) {
+        self.running.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -174,7 +222,7 @@ impl std::fmt::Debug for Remote {
 }
 
 /// The transport options a client's settings ask for.
-fn transport_options(settings: &Settings, share: usize) -> TransportOptions {
+fn transport_options(settings: &Settings) -> TransportOptions {
     TransportOptions {
         http_version: settings.http_version(),
         ca_bundle: settings.ca_bundle().map(Into::into),
@@ -184,7 +232,8 @@ fn transport_options(settings: &Settings, share: usize) -> TransportOptions {
         proxy_credentials: settings.proxy_credentials().map(str::to_owned),
         connect_timeout: settings.connect_timeout(),
         user_agent: settings.user_agent().map(str::to_owned),
-        pool_max_idle_per_host: share.max(1),
+        // Any loop may carry all of the client's transfers (short ones share the first).
+        pool_max_idle_per_host: settings.concurrency().max(1) as usize,
     }
 }
 
@@ -192,21 +241,21 @@ impl Remote {
     /// Starts the loops; `Config` errors (an unreadable CA bundle, a bad proxy) fail every
     /// remote read of the client.
     pub(crate) fn start(settings: &Settings, links: &Arc<LinkTable>) -> Result<Remote> {
-        let shares = settings.loop_shares();
-        let most = shares.iter().copied().max().unwrap_or(1) as usize;
-        let transport = Transport::new(transport_options(settings, most))?;
+        let loops = settings.io_threads() as usize;
+        let transport = Transport::new(transport_options(settings))?;
         let inner = Arc::new(Inner {
             pending: Mutex::new(Pending::default()),
-            slots: shares
-                .iter()
-                .map(|&share| Slot {
+            slots: (0..loops)
+                .map(|_| Slot {
                     active: AtomicUsize::new(0),
-                    share: share as usize,
+                    bytes: AtomicU64::new(0),
                     wake: Notify::new(),
                     tasks: Mutex::new(Vec::new()),
                     jobs: AtomicUsize::new(0),
                 })
                 .collect(),
+            running: AtomicUsize::new(0),
+            concurrency: settings.concurrency().max(1) as usize,
             shutdown: AtomicBool::new(false),
             settings: settings.clone(),
             gates: Mutex::new(HashMap::new()),
@@ -223,7 +272,7 @@ impl Remote {
         )?;
         // Every runtime is built before any loop starts, so a failure is this call's error
         // rather than a loop that never serves its queue.
-        let runtimes = (0..shares.len())
+        let runtimes = (0..loops)
             .map(|_| runtime())
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(|e| {
@@ -416,20 +465,29 @@ fn run_loop(
         });
         let slot = &inner.slots[index];
         loop {
-            // Work only when woken: producers wake the lowest loops with room first, so a
-            // serial reader stays on one loop and its connection.
+            // Work only when woken: producers wake the loop that packs first, so a serial
+            // reader stays on one loop and its connection.
             slot.wake.notified().await;
             let tasks = std::mem::take(&mut *slot.tasks.lock().unwrap_or_else(|e| e.into_inner()));
             for task in tasks {
                 task(Rc::clone(&state));
             }
-            while slot.active.load(Ordering::Acquire) < slot.share {
+            let mut handed_on = false;
+            loop {
+                if !inner.packs(index) {
+                    handed_on = true;
+                    break;
+                }
+                if !inner.reserve() {
+                    break; // every place taken: a transfer's end wakes its loop
+                }
                 // A bulk transfer waits at its endpoint's gate, with what is queued behind
                 // it for that endpoint; other work goes past it.
                 let picked = pending::next(&mut inner.pending(), Instant::now());
                 let (batch, work, admitted) = match picked {
                     Next::Start(batch, work, admitted) => (batch, work, admitted),
                     Next::Wait(at) => {
+                        inner.release();
                         if let Some(at) = at {
                             wake_at(inner, index, at);
                         }
@@ -437,9 +495,12 @@ fn run_loop(
                     }
                 };
                 if batch.is_cancelled() {
+                    inner.release();
                     continue; // dropped batch: discard unread
                 }
+                let length = work.length;
                 slot.active.fetch_add(1, Ordering::AcqRel);
+                slot.bytes.fetch_add(length, Ordering::AcqRel);
                 let state = Rc::clone(&state);
                 let inner = Arc::clone(inner);
                 // Boxed: a transfer's future is large (every stage of the exchange), and
@@ -449,17 +510,15 @@ fn run_loop(
                     run_transfer(&state, batch, work, admitted).await;
                     let slot = &inner.slots[index];
                     slot.active.fetch_sub(1, Ordering::AcqRel);
+                    slot.bytes.fetch_sub(length, Ordering::AcqRel);
+                    inner.release();
                     slot.wake.notify_one();
                 }));
             }
             let backlog = !inner.pending().is_empty();
-            if backlog {
-                // Full here: let the next loop take what waits.
-                if let Some(next) = inner.slots.get(index + 1)
-                    && next.active.load(Ordering::Acquire) < next.share
-                {
-                    next.wake.notify_one();
-                }
+            if backlog && handed_on {
+                // Too much in flight here: the loop that packs next takes what waits.
+                inner.wake_packer();
             }
             if inner.shutdown.load(Ordering::Acquire)
                 && !backlog
@@ -614,6 +673,63 @@ mod tests {
             })
             .await
             .unwrap()
+    }
+
+    /// An engine's bookkeeping with loops carrying `mib` MiB each, for the packing rule.
+    fn loaded(mib: &[u64]) -> Inner {
+        Inner {
+            pending: Mutex::new(Pending::default()),
+            slots: mib
+                .iter()
+                .map(|&m| Slot {
+                    active: AtomicUsize::new(0),
+                    bytes: AtomicU64::new(m << 20),
+                    wake: Notify::new(),
+                    tasks: Mutex::new(Vec::new()),
+                    jobs: AtomicUsize::new(0),
+                })
+                .collect(),
+            running: AtomicUsize::new(0),
+            concurrency: 2,
+            shutdown: AtomicBool::new(false),
+            settings: Config::empty().freeze().unwrap(),
+            gates: Mutex::new(HashMap::new()),
+        }
+    }
+
+    #[test]
+    fn short_transfers_pack_onto_the_first_loop_and_long_ones_spread() {
+        // Idle: the first loop takes everything until it carries PACK.
+        let idle = loaded(&[0, 0, 0, 0]);
+        assert_eq!(idle.packer(), 0);
+        assert!((0..4).all(|i| idle.packs(i)));
+        // The first loop is full (PACK more than the least): the next below PACK takes over.
+        let first_full = loaded(&[2, 0, 0, 0]);
+        assert_eq!(first_full.packer(), 1);
+        assert!(!first_full.packs(0) && first_full.packs(1) && first_full.packs(3));
+        // All full: the least loaded (the first of equals) takes the next, and so does a loop
+        // within PACK of it.
+        let all = loaded(&[4, 2, 5, 2]);
+        assert_eq!(all.packer(), 1);
+        assert!(!all.packs(0) && all.packs(1) && !all.packs(2) && all.packs(3));
+        assert!(loaded(&[3, 2, 8, 2]).packs(0));
+        // A loop that hands on is never the one it hands to.
+        for mib in [[1, 1, 0, 5], [9, 8, 8, 9], [2, 3, 1, 1]] {
+            let inner = loaded(&mib);
+            for i in 0..4 {
+                assert!(inner.packs(i) || inner.packer() != i, "{mib:?} loop {i}");
+            }
+            assert!(inner.packs(inner.packer()), "{mib:?}");
+        }
+    }
+
+    #[test]
+    fn places_are_the_clients_concurrency_across_loops() {
+        let inner = loaded(&[0, 0]);
+        assert!(inner.reserve() && inner.reserve());
+        assert!(!inner.reserve(), "a third transfer over a concurrency of 2");
+        inner.release();
+        assert!(inner.reserve());
     }
 
     #[test]
