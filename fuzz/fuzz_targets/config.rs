@@ -188,8 +188,9 @@ fuzz_target!(|input: Input| {
         }
     };
     assert!(settings.concurrency() >= 1);
-    assert!(settings.io_threads() >= 1 && settings.io_threads() <= settings.concurrency().min(64));
+    assert!(settings.io_threads() >= 1);
     let _ = settings.http_headers();
+    let _ = settings.loop_shares();
     assert!(
         settings
             .matches(&config)

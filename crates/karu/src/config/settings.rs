@@ -128,7 +128,7 @@ struct Inner {
 /// let settings = config.freeze()?;
 ///
 /// assert_eq!(settings.concurrency(), 10);
-/// assert_eq!(settings.io_threads(), 4);
+/// assert_eq!(settings.loop_shares(), vec![3, 3, 2, 2]);
 /// assert_eq!(settings.max_attempts(), 8);
 /// assert_eq!(settings.option("AWS_PROFILE", "/vsis3/team/private/a.bin"), Some("secret-team"));
 /// assert_eq!(settings.option("aws_default_profile", "/vsis3/team/public/a.bin"), Some("everyone"));
@@ -139,6 +139,14 @@ struct Inner {
 pub struct Settings(Arc<Inner>);
 
 const DEFAULT_USER_AGENT: &str = concat!("karu/", env!("CARGO_PKG_VERSION"));
+
+/// Split of `concurrency` slots across `loops` loops: equal shares, the first
+/// `concurrency % loops` loops one more.
+fn split(concurrency: u32, loops: u32) -> Vec<u32> {
+    let loops = loops.max(1);
+    let (share, extra) = (concurrency / loops, concurrency % loops);
+    (0..loops).map(|i| share + u32::from(i < extra)).collect()
+}
 
 impl Settings {
     /// Validates every layer and computes the client-wide values.
@@ -227,6 +235,12 @@ impl Settings {
     /// `KARU_IO_THREADS` as configured, before clamping.
     pub fn io_threads_configured(&self) -> u32 {
         self.d().io_threads
+    }
+
+    /// The concurrency slots of each IO loop: equal shares of [`Settings::concurrency`] over
+    /// [`Settings::io_threads`] loops, the first `concurrency % loops` loops getting one more.
+    pub fn loop_shares(&self) -> Vec<u32> {
+        split(self.concurrency(), self.io_threads())
     }
 
     /// `KARU_COALESCE_GAP`: largest gap merged between remote ranges (default 1 MiB; 0
@@ -521,3 +535,17 @@ const _: fn() = || {
     fn is<T: Send + Sync + Clone>() {}
     is::<Settings>();
 };
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn split_examples() {
+        assert_eq!(split(64, 4), vec![16, 16, 16, 16]);
+        assert_eq!(split(10, 4), vec![3, 3, 2, 2]);
+        assert_eq!(split(1, 1), vec![1]);
+        assert_eq!(split(7, 7), vec![1; 7]);
+        assert_eq!(split(4096, 64).iter().sum::<u32>(), 4096);
+    }
+}

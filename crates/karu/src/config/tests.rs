@@ -32,6 +32,7 @@ fn defaults() {
     let s = freeze(&Config::empty());
     assert_eq!(s.concurrency(), 64);
     assert_eq!(s.io_threads(), 4);
+    assert_eq!(s.loop_shares(), vec![16, 16, 16, 16]);
     assert_eq!(s.coalesce_gap(), 1_048_576);
     assert_eq!(s.coalesce_limit(), 67_108_864);
     assert_eq!(s.coalesce_parts(), 1024);
@@ -75,6 +76,7 @@ fn client_values_from_env_and_api() {
     c.set("karu_max_retries", Some("3")).unwrap();
     let s = freeze(&c);
     assert_eq!(s.concurrency(), 10);
+    assert_eq!(s.loop_shares(), vec![3, 3, 2, 2]);
     assert_eq!(s.coalesce_gap(), 0);
     assert_eq!(s.request_timeout(), None);
     assert_eq!(s.http_version(), HttpVersion::Http2PriorKnowledge);
@@ -93,19 +95,24 @@ fn io_threads_are_clamped_by_concurrency_and_64() {
     let s = freeze(&c);
     assert_eq!(s.io_threads(), 2);
     assert_eq!(s.io_threads_configured(), 8);
+    assert_eq!(s.loop_shares(), vec![1, 1]);
 
     c.set("KARU_CONCURRENCY", Some("4096")).unwrap();
     c.set("KARU_IO_THREADS", Some("64")).unwrap();
     let s = freeze(&c);
     assert_eq!(s.io_threads(), 64);
+    assert_eq!(s.loop_shares(), vec![64; 64]);
 
     c.set("KARU_CONCURRENCY", Some("1")).unwrap();
     let s = freeze(&c);
     assert_eq!(s.io_threads(), 1);
+    assert_eq!(s.loop_shares(), vec![1]);
 
     c.set("KARU_CONCURRENCY", Some("100")).unwrap();
     c.set("KARU_IO_THREADS", Some("7")).unwrap();
-    assert_eq!(freeze(&c).io_threads(), 7);
+    let shares = freeze(&c).loop_shares();
+    assert_eq!(shares, vec![15, 15, 14, 14, 14, 14, 14]);
+    assert_eq!(shares.iter().sum::<u32>(), 100);
 }
 
 #[test]
