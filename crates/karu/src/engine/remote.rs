@@ -105,6 +105,30 @@ struct Inner {
 }
 
 impl Inner {
+    /// Idle loops with the shares of [`Settings::loop_shares`], and an empty queue.
+    fn new(settings: &Settings) -> Inner {
+        Inner {
+            pending: Mutex::new(Pending::default()),
+            slots: settings
+                .loop_shares()
+                .iter()
+                .map(|&share| Slot {
+                    active: AtomicUsize::new(0),
+                    share: share as usize,
+                    bytes: AtomicU64::new(0),
+                    wake: Notify::new(),
+                    tasks: Mutex::new(Vec::new()),
+                    jobs: AtomicUsize::new(0),
+                })
+                .collect(),
+            running: AtomicUsize::new(0),
+            concurrency: settings.concurrency().max(1) as usize,
+            shutdown: AtomicBool::new(false),
+            settings: settings.clone(),
+            gates: Mutex::new(HashMap::new()),
+        }
+    }
+
     fn pending(&self) -> MutexGuard<'_, Pending> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -232,28 +256,9 @@ impl Remote {
     /// Starts the loops; `Config` errors (an unreadable CA bundle, a bad proxy) fail every
     /// remote read of the client.
     pub(crate) fn start(settings: &Settings, links: &Arc<LinkTable>) -> Result<Remote> {
-        let shares = settings.loop_shares();
-        let loops = shares.len();
         let transport = Transport::new(transport_options(settings))?;
-        let inner = Arc::new(Inner {
-            pending: Mutex::new(Pending::default()),
-            slots: shares
-                .iter()
-                .map(|&share| Slot {
-                    active: AtomicUsize::new(0),
-                    share: share as usize,
-                    bytes: AtomicU64::new(0),
-                    wake: Notify::new(),
-                    tasks: Mutex::new(Vec::new()),
-                    jobs: AtomicUsize::new(0),
-                })
-                .collect(),
-            running: AtomicUsize::new(0),
-            concurrency: settings.concurrency().max(1) as usize,
-            shutdown: AtomicBool::new(false),
-            settings: settings.clone(),
-            gates: Mutex::new(HashMap::new()),
-        });
+        let inner = Arc::new(Inner::new(settings));
+        let loops = inner.slots.len();
         let forward = Arc::clone(&inner);
         let resolver = Arc::new(CacheResolver {
             cache: CredentialCache::new(CredentialHttp::new(Arc::clone(&transport))),
@@ -671,25 +676,17 @@ mod tests {
 
     /// An engine's bookkeeping with loops of share 2, each running `(transfers, KiB)`.
     fn loaded(loads: &[(usize, u64)]) -> Inner {
-        Inner {
-            pending: Mutex::new(Pending::default()),
-            slots: loads
-                .iter()
-                .map(|&(n, kib)| Slot {
-                    active: AtomicUsize::new(n),
-                    share: 2,
-                    bytes: AtomicU64::new(kib << 10),
-                    wake: Notify::new(),
-                    tasks: Mutex::new(Vec::new()),
-                    jobs: AtomicUsize::new(0),
-                })
-                .collect(),
-            running: AtomicUsize::new(0),
-            concurrency: 2,
-            shutdown: AtomicBool::new(false),
-            settings: Config::empty().freeze().unwrap(),
-            gates: Mutex::new(HashMap::new()),
+        let mut config = Config::empty();
+        let loops = loads.len().to_string();
+        let concurrency = (2 * loads.len()).to_string();
+        config.set("KARU_IO_THREADS", Some(&loops)).unwrap();
+        config.set("KARU_CONCURRENCY", Some(&concurrency)).unwrap();
+        let inner = Inner::new(&config.freeze().unwrap());
+        for (slot, &(n, kib)) in inner.slots.iter().zip(loads) {
+            slot.active.store(n, Ordering::Release);
+            slot.bytes.store(kib << 10, Ordering::Release);
         }
+        inner
     }
 
     #[test]
@@ -712,7 +709,7 @@ mod tests {
 
     #[test]
     fn places_are_the_clients_concurrency_across_loops() {
-        let inner = loaded(&[(0, 0), (0, 0)]);
+        let inner = loaded(&[(0, 0)]);
         assert!(inner.reserve() && inner.reserve());
         assert!(!inner.reserve(), "a third transfer over a concurrency of 2");
         inner.release();
