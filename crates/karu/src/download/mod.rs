@@ -1081,8 +1081,8 @@ impl Job<'_, '_> {
         let size = layout.size;
         let mut reported = result.downloaded.min(size);
         // The stream's received bytes at the first tick with bytes flowing: the rate over
-        // `SAMPLE` from there decides (a longer look than one tick, so that a stream held up
-        // for a moment on a busy machine is not taken for slow).
+        // `SAMPLE` from there decides (not the first tick's, which includes the request's
+        // round trip).
         let mut sample: Option<(Instant, u64)> = None;
         let mut measuring = plan == Plan::Measure;
         loop {
@@ -1331,12 +1331,20 @@ impl Job<'_, '_> {
     }
 }
 
-/// How long a stream's rate is watched before `split` decides.
-const SAMPLE: Duration = Duration::from_millis(300);
+/// How long a stream's rate is watched before `split` decides: one tick after the first
+/// tick that saw bytes. The earlier chunks start, the more of the object they carry (a
+/// 300 ms look left a 50 ms link's stream alone for 40 % of a 256 MiB object); a stream
+/// held up for one tick on a busy machine may be split when it need not be, which costs
+/// requests, not bytes.
+const SAMPLE: Duration = Duration::from_millis(100);
 
-/// A stream whose body arrives faster than this keeps up with the link: at this rate the
-/// client's copies, not the network, bound a transfer.
-const FAST_STREAM: f64 = 150e6;
+/// A stream whose body arrives faster than this keeps up with the link: parallel chunks
+/// beside it lose to their own round trips, buffers and copies. Measured on loopback
+/// (`karu-bench --workloads D`, 2026-12-05): one stream over 100 ms ran at 1.4 GB/s at RTT
+/// 0, 690–720 MB/s at 20 ms, where 8 chunks took 1.5–2× its wall, and 270–330 MB/s at
+/// 50 ms (window-bound), where they took 0.6–0.9×; an s3s-fs stream (4 KiB blocking reads
+/// per step) ran at 90–260 MB/s, where they took 0.5–0.8×.
+const FAST_STREAM: f64 = 400e6;
 
 /// Whether to split the rest of a pinned download into parallel chunks beside its stream,
 /// from the stream's body rate: `bytes` in `elapsed`. Parallel chunks pay off where one
@@ -1448,6 +1456,8 @@ mod tests {
         let ms = Duration::from_millis;
         // 50 MiB in a 100 ms tick (~520 MB/s): the stream keeps up with the link.
         assert!(!split(50 << 20, ms(100)));
+        // 30 MB in 100 ms: a window-bound stream (50 ms away) or a slow store.
+        assert!(split(30_000_000, ms(100)));
         // A store serving ~80 MB/s a stream, or a stalled one.
         assert!(split(8 << 20, ms(100)));
         assert!(split(0, ms(100)));
