@@ -28,7 +28,7 @@
 //! or piece keeps its span, parts and amplification within them (a single read larger than the
 //! span limit may be cut, as the guards plan never does). A model may also cap a transfer's
 //! length ([`CostModel::max_transfer`], set while one connection's rate is unmeasured): spans
-//! above it that the chosen plan keeps whole are cut into pieces of about [`MIN_PIECE`].
+//! above it that the chosen plan keeps whole are cut into pieces no longer than the cap.
 
 use std::time::Duration;
 
@@ -43,8 +43,13 @@ use super::{
 /// link with no round trip to hide (loopback, RTT ≈ 0) parallel pieces only add requests.
 pub const MIN_PIECE: u64 = 8 << 20;
 
-/// The longest transfer a cold link's plan keeps whole: two pieces (see
-/// [`CostModel::max_transfer`]).
+/// The longest transfer a cold link's plan keeps whole, and the longest piece it cuts a
+/// longer one into (see [`CostModel::max_transfer`]): two of the model's smallest pieces.
+/// Pieces of 8 MiB were measured against 16 MiB on loopback (C: 117 MB in two spans; H: one
+/// 48 MB span; 5 runs each, 2026-12-05): at 20 ms, where the gate lets every piece run at
+/// once, 17 pieces took 1.06–1.1× the guards' two streams on the test kit server and nginx
+/// and 9 pieces 0.95; on s3s-fs, whose streams are each slow, 9 pieces took 0.83–0.92× the
+/// time of 17 on C and 1.15× on H (3 pieces against 6), still ahead of every other reader.
 pub const COLD_TRANSFER: u64 = 2 * MIN_PIECE;
 
 /// A link as the planner sees it, and the slots it may use.
@@ -87,7 +92,7 @@ pub struct CostModel {
     /// Transfers in flight at once (`KARU_CONCURRENCY`).
     pub concurrency: u32,
     /// The longest transfer a plan keeps whole, if any: a longer one (beyond what the model
-    /// itself cuts) is cut into pieces of about [`MIN_PIECE`]. Set while one connection's
+    /// itself cuts) is cut into pieces no longer than it. Set while one connection's
     /// rate is unmeasured ([`COLD_TRANSFER`]): whether pieces side by side beat one stream
     /// is then unknown to the model, and the engine decides how many run at once (a bulk
     /// transfer waits at its endpoint's gate until more streams are measured to carry more),
@@ -434,14 +439,14 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
         };
         sweep(group, gap, policy, &mut own);
         // The size a span is cut into, if it is: the model's own piece size, else a cold
-        // link's cap (see `CostModel::max_transfer`): pieces of about MIN_PIECE, and no more
+        // link's cap (see `CostModel::max_transfer`): pieces of at most the cap, and no more
         // than twice the slots per span (a read of 2^40 bytes is a few large pieces, not 2^17
         // small ones).
         let slots = 2 * u64::from(model.concurrency.max(1));
         let cut_into = |len: u64| match (choice.piece, model.max_transfer) {
             _ if !remote => None,
             (Some(size), _) => (len > size).then_some(size),
-            (None, Some(max)) => (len > max).then(|| len.div_ceil(slots).max(MIN_PIECE)),
+            (None, Some(max)) => (len > max).then(|| len.div_ceil(slots).max(max)),
             (None, None) => None,
         };
         for &s in &own {
@@ -529,12 +534,12 @@ mod tests {
             ..cold
         };
         // 50 contiguous reads of 1.2 MB: one 60 MB span, cut at read boundaries into pieces
-        // of at most 8 MiB when cold; whole when one connection has been measured.
+        // of at most 16 MiB when cold; whole when one connection has been measured.
         let reads: Vec<Request> = (0..50).map(|i| read(i * 1_200_000, 1_200_000)).collect();
         let pieces = lengths(&plan_cost(&reads, &Policy::default(), &cold));
         assert_eq!(pieces.iter().sum::<u64>(), 60_000_000);
-        assert!(pieces.len() >= 8, "{pieces:?}");
-        assert!(pieces.iter().all(|&l| l <= MIN_PIECE), "{pieces:?}");
+        assert!(pieces.len() >= 4, "{pieces:?}");
+        assert!(pieces.iter().all(|&l| l <= COLD_TRANSFER), "{pieces:?}");
         assert_eq!(
             plan_cost(&reads, &Policy::default(), &warm).transfers.len(),
             1
