@@ -35,9 +35,9 @@ fn pieces_of_a_large_read_run_side_by_side_where_each_stream_is_slow() {
         content::check("bulk", 0, d.bytes()).unwrap();
     }
     let stats = b.stats();
-    // Cut into 8 MiB pieces; the gate starts at 2 streams and then opens or doubles while
-    // the rate grows, so at least 8 connections were open (2 if it held its start).
-    assert_eq!(stats.transfers, 16, "{stats:?}");
+    // Cut into 16 MiB pieces; the gate starts at 2 streams and then opens or doubles while
+    // the rate grows, so at least 4 connections were open (2 if it held its start).
+    assert_eq!(stats.transfers, 8, "{stats:?}");
     let connections = proxy.connections();
-    assert!(connections >= 8, "{connections} connections");
+    assert!(connections >= 4, "{connections} connections");
 }

@@ -19,7 +19,9 @@ use crate::config::Settings;
 use crate::credentials::{Auth, Resolved};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
-use crate::transport::{self, HttpClient, Pool, Response, TransportError, TransportErrorKind};
+use crate::transport::{
+    self, BodyWakes, HttpClient, Pool, RecvLowat, Response, TransportError, TransportErrorKind,
+};
 use crate::validate::condition::Condition;
 use crate::validate::{self, Deadline, Expect, Head, etag};
 
@@ -501,10 +503,14 @@ pub(crate) async fn stream_body(
     env: &Env<'_>,
     url: &str,
     mut body: Incoming,
+    lowat: Option<RecvLowat>,
     skip: u64,
     len: u64,
     mut keep: impl FnMut(u64, &[u8]),
 ) -> std::result::Result<(u64, Incoming), (u64, Error)> {
+    // Wake-ups batched by the socket's low-water mark (see `transport::lowat`); put back to
+    // one byte when this returns.
+    let mut wakes = lowat.map(BodyWakes::new);
     let low_limit = env.settings.low_speed_limit();
     let low_time = low_speed_time(env.settings);
     // The low-speed rule on a coarse tick: one timer per body, checked once per window (not
@@ -519,7 +525,10 @@ pub(crate) async fn stream_body(
             Some((time, sleep)) => tokio::select! {
                 frame = body.frame() => frame,
                 () = sleep.as_mut() => {
-                    if window < low_limit.saturating_mul(time.as_secs().max(1)) {
+                    // Bytes held back by a raised mark are not slow: the window restarts
+                    // with every byte read as it comes.
+                    let held = wakes.as_mut().is_some_and(BodyWakes::relax);
+                    if window < low_limit.saturating_mul(time.as_secs().max(1)) && !held {
                         return Err((kept, too_slow(url, low_limit, *time)));
                     }
                     window = 0;
@@ -546,6 +555,9 @@ pub(crate) async fn stream_body(
         window = window.saturating_add(data.len() as u64);
         let start = pos;
         pos += data.len() as u64;
+        if let Some(w) = wakes.as_mut() {
+            w.frame(pos, (skip + len).saturating_sub(pos));
+        }
         // The part of this chunk past the skipped prefix and within the kept length.
         let from = skip.saturating_sub(start).min(data.len() as u64);
         let upto = (skip + len).saturating_sub(start).min(data.len() as u64);
@@ -722,7 +734,7 @@ impl<S: FnMut(u64, &[u8], Option<&str>)> Handler for RangeRead<'_, S> {
             .and_then(|v| v.parse::<u64>().ok());
         let sink = &mut self.sink;
         let version = tag.as_deref().or(self.caller_pin);
-        let streamed = stream_body(env, url, resp.body, skip, len, |at, data| {
+        let streamed = stream_body(env, url, resp.body, resp.lowat, skip, len, |at, data| {
             sink(first + at, data, version)
         })
         .await;

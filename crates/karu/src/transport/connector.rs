@@ -6,7 +6,8 @@
 //! 3. [`RouteConnector`]: direct, through the proxy in absolute form, or a CONNECT tunnel.
 //! 4. [`TcpConnector`]: hyper-util's `HttpConnector` with our resolver; it numbers every new
 //!    TCP connection and wraps it in [`CountedStream`], whose `Connected` info carries the
-//!    [`ConnectionId`] that hyper-util then copies into every response served on it.
+//!    [`ConnectionId`] that hyper-util then copies into every response served on it, with
+//!    the socket's [`RecvLowat`].
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -28,6 +29,7 @@ use tokio::net::TcpStream;
 use tower_service::Service;
 
 use super::dns::Resolver;
+use super::lowat::RecvLowat;
 use super::proxy::ProxyConfig;
 
 /// Errors as the connector stack passes them around.
@@ -53,13 +55,39 @@ impl fmt::Display for ConnectTimeout {
 
 impl StdError for ConnectTimeout {}
 
-/// A TCP stream with its connection id and whether requests on it go to a proxy in absolute
-/// form.
+/// A TCP stream with its connection id, its receive low-water mark and whether requests on
+/// it go to a proxy in absolute form.
 #[derive(Debug)]
 pub(crate) struct CountedStream {
     io: TokioIo<TcpStream>,
     id: u64,
+    lowat: RecvLowat,
     proxied: bool,
+}
+
+impl CountedStream {
+    fn new(io: TokioIo<TcpStream>, id: u64, proxied: bool) -> CountedStream {
+        #[cfg(unix)]
+        let lowat = {
+            use std::os::fd::AsRawFd;
+            RecvLowat::new(Some(io.inner().as_raw_fd()))
+        };
+        #[cfg(not(unix))]
+        let lowat = RecvLowat::new();
+        CountedStream {
+            io,
+            id,
+            lowat,
+            proxied,
+        }
+    }
+}
+
+impl Drop for CountedStream {
+    fn drop(&mut self) {
+        // Before the socket closes (the fields drop after this): its number may be reused.
+        self.lowat.close();
+    }
 }
 
 impl Connection for CountedStream {
@@ -68,6 +96,7 @@ impl Connection for CountedStream {
         self.io
             .connected()
             .extra(ConnectionId(self.id))
+            .extra(self.lowat.clone())
             .proxy(self.proxied)
     }
 }
@@ -144,7 +173,7 @@ impl TcpConnector {
             let io = connecting.await?;
             opened.fetch_add(1, Ordering::Relaxed);
             let id = NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed);
-            Ok(CountedStream { io, id, proxied })
+            Ok(CountedStream::new(io, id, proxied))
         })
     }
 }

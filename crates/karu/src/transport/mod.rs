@@ -17,6 +17,7 @@ pub(crate) mod call;
 mod connector;
 mod dns;
 mod error;
+mod lowat;
 mod proxy;
 mod redirect;
 mod tls;
@@ -41,6 +42,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 pub(crate) use call::{Answer, Call};
 pub(crate) use connector::ConnectionId;
 pub(crate) use error::{TransportError, TransportErrorKind};
+pub(crate) use lowat::{BodyWakes, RecvLowat};
 
 use connector::{Connector, RouteConnector, TcpConnector};
 use dns::{DnsCache, Resolver};
@@ -212,6 +214,9 @@ pub(crate) struct Response {
     pub url: Uri,
     /// Id of the TCP connection that served it (`0` if unknown, which should not happen).
     pub connection: u64,
+    /// The receive low-water mark of its connection, when the body has the socket to itself
+    /// (HTTP/1).
+    pub lowat: Option<RecvLowat>,
 }
 
 /// The legacy client type each loop owns.
@@ -306,6 +311,10 @@ impl HttpClient {
                 return Ok(Response {
                     status,
                     connection: parts.extensions.get::<ConnectionId>().map_or(0, |c| c.0),
+                    // HTTP/2 multiplexes bodies over one socket: no mark of one body's.
+                    lowat: (parts.version <= http::Version::HTTP_11)
+                        .then(|| parts.extensions.get::<RecvLowat>().cloned())
+                        .flatten(),
                     headers: parts.headers,
                     body,
                     url: uri,
