@@ -520,6 +520,18 @@ pub(crate) async fn stream_body(
     let mut pos = 0u64; // body bytes seen
     let mut kept = 0u64;
     while kept < len {
+        if let Some(batch) = env.batch
+            && batch.backlogged()
+        {
+            // The consumer fell behind: stop reading (the socket's window holds the sender
+            // back) until it catches up. The wait is not the link's: the low-speed window
+            // restarts after it.
+            batch.room().await;
+            window = 0;
+            if let Some((time, sleep)) = tick.as_mut() {
+                sleep.as_mut().reset(tokio::time::Instant::now() + *time);
+            }
+        }
         let frame = match tick.as_mut() {
             None => body.frame().await,
             Some((time, sleep)) => tokio::select! {
