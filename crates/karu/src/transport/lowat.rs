@@ -90,7 +90,7 @@ impl RecvLowat {
         #[cfg(unix)]
         if let Some(fd) = s.fd {
             let bytes = if fit {
-                let room = receive_buffer(fd).map_or(0, |b| b / 4);
+                let room = option(fd, libc::SO_RCVBUF).map_or(0, |b| b / 4);
                 bytes.min(room).max(1)
             } else {
                 bytes
@@ -102,9 +102,10 @@ impl RecvLowat {
     }
 }
 
-/// `SO_RCVBUF` of `fd`: what the kernel gives the socket now (autotuning grows it).
+/// The socket-level integer option `name` of `fd` (`SO_RCVBUF`: what the kernel gives the
+/// socket now, which autotuning grows).
 #[cfg(unix)]
-fn receive_buffer(fd: std::os::fd::RawFd) -> Option<u64> {
+fn option(fd: std::os::fd::RawFd, name: libc::c_int) -> Option<u64> {
     let mut value: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: `fd` is open (its connection clears it under the same lock before closing),
@@ -113,7 +114,7 @@ fn receive_buffer(fd: std::os::fd::RawFd) -> Option<u64> {
         libc::getsockopt(
             fd,
             libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
+            name,
             (&raw mut value).cast(),
             &raw mut len,
         )
@@ -125,7 +126,7 @@ fn receive_buffer(fd: std::os::fd::RawFd) -> Option<u64> {
 #[cfg(unix)]
 fn set_lowat(fd: std::os::fd::RawFd, bytes: u64) -> bool {
     let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: as in `receive_buffer`; `value` lives across the call.
+    // SAFETY: as in `option`; `value` lives across the call.
     let r = unsafe {
         libc::setsockopt(
             fd,
@@ -181,8 +182,9 @@ impl BodyWakes {
         }
     }
 
-    /// The body is stalling (no frame for a while): back to one byte, so that what has
-    /// arrived is read. Whether the mark was above one.
+    /// At a low-speed check: back to one byte, so that the next window counts bytes as they
+    /// arrive, and the rate is measured afresh. Whether the mark was above one (bytes may
+    /// then have been waiting in the socket, not missing).
     pub(crate) fn relax(&mut self) -> bool {
         let raised = self.lowat.mark() > 1;
         self.lowat.set(1, false);
@@ -233,24 +235,13 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let lowat = RecvLowat::new(Some(client.as_raw_fd()));
+        let fd = client.as_raw_fd();
         lowat.set(4096, false);
         assert_eq!(lowat.mark(), 4096);
-        let mut value: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: the socket is open; `value` and `len` are valid.
-        let r = unsafe {
-            libc::getsockopt(
-                client.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVLOWAT,
-                (&raw mut value).cast(),
-                &raw mut len,
-            )
-        };
-        assert_eq!((r, value), (0, 4096));
+        assert_eq!(option(fd, libc::SO_RCVLOWAT), Some(4096));
         // Within a quarter of the receive buffer when raised with `fit`.
         lowat.set(1 << 30, true);
-        assert!(lowat.mark() <= receive_buffer(client.as_raw_fd()).unwrap() / 4);
+        assert!(lowat.mark() <= option(fd, libc::SO_RCVBUF).unwrap() / 4);
         // A body reader puts it back to one byte when it ends.
         drop(BodyWakes::new(lowat.clone()));
         assert_eq!(lowat.mark(), 1);
