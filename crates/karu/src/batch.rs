@@ -245,12 +245,14 @@ impl CancelWakers {
     }
 }
 
-/// Completions a batch that paces itself may hold before its transfers stop reading: four
-/// of a download chunk's 128 KiB sub-reads. Without a bound a consumer that fell behind (a
-/// burst of window-bound streams, or a server's bursts, arriving faster than one thread
-/// writes them) let the chunks' buffers pile up: 22-53 MiB of peak RSS for a split 256 MiB
-/// download against 9 for one stream.
-const PACED_BACKLOG: usize = 4;
+/// Completions a batch that paces itself may hold before its transfers stop reading: none,
+/// so a download chunk in flight holds the sub-read being filled and at most one written
+/// next. Without a bound a consumer that fell behind (a burst of window-bound streams, or a
+/// server's bursts, arriving faster than one thread writes them) let the chunks' buffers
+/// pile up: 22-53 MiB of peak RSS for a split 256 MiB download against 9 for one stream. A
+/// bound of four sub-reads per chunk gave 17-18 MiB, one 15, none 14, with the same walls:
+/// the consumer still has a completion of every other chunk to write meanwhile.
+const PACED_BACKLOG: usize = 0;
 
 /// What the engine shares with a batch: the completion queue, counters and cancellation.
 #[derive(Debug, Default)]
