@@ -192,8 +192,8 @@ impl Inner {
         slot.active.load(Ordering::Acquire) < slot.peak.load(Ordering::Acquire)
     }
 
-    /// Whether loop `index` takes the next transfer: it runs fewer than its share, or its
-    /// bytes in flight are below [`PACK`].
+    /// Whether loop `index` has room for the next transfer: it runs fewer than its share, or
+    /// its bytes in flight are below [`PACK`].
     fn packs(&self, index: usize) -> bool {
         let slot = &self.slots[index];
         slot.active.load(Ordering::Acquire) < slot.share
