@@ -517,6 +517,12 @@ pub(crate) async fn stream_body(
     // armed per frame); each window must bring the rule's bytes.
     let mut tick = low_time.map(|time| (time, Box::pin(tokio::time::sleep(time))));
     let mut window = 0u64;
+    // A new low-speed window: no bytes yet, a whole window's time ahead.
+    let restart = |window: &mut u64, time: Duration, sleep: Pin<&mut tokio::time::Sleep>| {
+        *window = 0;
+        sleep.reset(tokio::time::Instant::now() + time);
+    };
+    let end = skip.saturating_add(len); // body offset after the last kept byte
     let mut pos = 0u64; // body bytes seen
     let mut kept = 0u64;
     while kept < len {
@@ -527,9 +533,8 @@ pub(crate) async fn stream_body(
             // back) until it catches up. The wait is not the link's: the low-speed window
             // restarts after it.
             batch.room().await;
-            window = 0;
             if let Some((time, sleep)) = tick.as_mut() {
-                sleep.as_mut().reset(tokio::time::Instant::now() + *time);
+                restart(&mut window, *time, sleep.as_mut());
             }
         }
         let frame = match tick.as_mut() {
@@ -543,8 +548,7 @@ pub(crate) async fn stream_body(
                     if window < low_limit.saturating_mul(time.as_secs().max(1)) && !held {
                         return Err((kept, too_slow(url, low_limit, *time)));
                     }
-                    window = 0;
-                    sleep.as_mut().reset(tokio::time::Instant::now() + *time);
+                    restart(&mut window, *time, sleep.as_mut());
                     continue;
                 }
             },
@@ -568,11 +572,11 @@ pub(crate) async fn stream_body(
         let start = pos;
         pos += data.len() as u64;
         if let Some(w) = wakes.as_mut() {
-            w.frame(pos, (skip + len).saturating_sub(pos));
+            w.frame(pos, end.saturating_sub(pos));
         }
         // The part of this chunk past the skipped prefix and within the kept length.
         let from = skip.saturating_sub(start).min(data.len() as u64);
-        let upto = (skip + len).saturating_sub(start).min(data.len() as u64);
+        let upto = end.saturating_sub(start).min(data.len() as u64);
         if from < upto {
             keep(kept, &data[from as usize..upto as usize]);
             kept += upto - from;

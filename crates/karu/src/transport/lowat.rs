@@ -174,7 +174,7 @@ impl BodyWakes {
         if !self.frames.is_multiple_of(EVERY) {
             return;
         }
-        let want = mark_for(seen - before, start.elapsed(), remaining);
+        let want = mark_for(seen.saturating_sub(before), start.elapsed(), remaining);
         // Raised only to at least twice the mark (each step a system call or two), lowered
         // when the rate fell to under half of what the mark was set for.
         if want >= 2 * mark || want < mark / 2 {
