@@ -7,9 +7,9 @@
 //!
 //! A loop takes work while it runs fewer transfers than its share of `KARU_CONCURRENCY` (so
 //! each keeps a steady set of connections), and beyond its share while the bytes it has in
-//! flight are below [`PACK`]: short transfers, whose cost is the request and not its bytes,
-//! then share the first loop, where one wake-up serves many answers, instead of waking
-//! every loop for a few each. Before either, a loop with an idle pooled connection takes the
+//! flight are below [`PACK`]: transfers whose cost is the request and not its bytes then
+//! share the first loop, where one wake-up serves many answers, instead of waking every loop
+//! for a few each. Before either, a loop with an idle pooled connection takes the
 //! next transfer, so the loops together keep about `KARU_CONCURRENCY` connections.
 
 use std::cell::RefCell;
@@ -42,11 +42,16 @@ use crate::transport::{HttpClient, Transport, TransportOptions};
 /// Threads that resolve credentials for signed backends.
 const CREDENTIAL_WORKERS: usize = 4;
 
-/// Bytes in flight below which a loop takes work beyond its share: 64 short reads of 4 KiB
-/// are 256 KiB and share one loop, while a share of H's 61 KB chunks (1 MB) or of merged
-/// transfers of a few hundred KB stays a share: a loop that took more of those opened
-/// connections the other loops held idle, and H at gap 0 ran 20 % slower.
-const PACK: u64 = 512 << 10;
+/// Bytes in flight below which a loop takes work beyond its share: transfers averaging under
+/// 256 KiB at a concurrency of 64 (short reads, H's 61 KB chunks, R's merged transfers) all
+/// share the first loop, where one wake-up serves many answers; only longer bodies, whose
+/// copying is the work, spread over the loops. With 512 KiB, R's merged transfers woke four
+/// loops, one answer each, on a server that answers slowly: on s3s-fs (10 alternating runs)
+/// 0.52 CPU s and 1.09 s against 0.40 and 0.95 with 16 MiB, and R at RTT 0 on the test kit
+/// server 162 ms against 135; no cell of R, S, C, H or E on the three servers ran slower
+/// beyond its spread. (A loop that took more once opened connections the other loops held
+/// idle, and H at gap 0 ran 20 % slower; loops now prefer idle connections, see `packer`.)
+const PACK: u64 = 16 << 20;
 
 /// A probe or other one-off job run on a loop: builds its future there.
 type Task = Box<dyn FnOnce(Rc<LoopState>) + Send>;
@@ -715,6 +720,7 @@ mod tests {
 
     #[test]
     fn short_transfers_pack_onto_the_first_loop_and_long_ones_fill_the_shares() {
+        let pack = PACK >> 10;
         // Idle: the first loop takes the next transfer.
         assert_eq!(loaded(&[(0, 0), (0, 0)]).packer(), Some(0));
         // Past its share with short transfers (under PACK in flight): still the first.
@@ -722,17 +728,18 @@ mod tests {
         assert!(short.packs(0));
         assert_eq!(short.packer(), Some(0));
         // Past its share with long ones: the next loop with room.
-        let long = loaded(&[(2, 4096), (1, 8192)]);
+        let long = loaded(&[(2, pack), (1, 2 * pack)]);
         assert!(!long.packs(0) && long.packs(1));
         assert_eq!(long.packer(), Some(1));
         // Within its share, a loop takes work whatever it carries.
-        assert!(loaded(&[(1, 65536)]).packs(0));
+        assert!(loaded(&[(1, 4 * pack)]).packs(0));
         // Every loop past its share and PACK: none.
-        assert_eq!(loaded(&[(2, 2048), (3, 1024)]).packer(), None);
+        assert_eq!(loaded(&[(2, pack), (3, pack)]).packer(), None);
     }
 
     #[test]
     fn a_loop_with_an_idle_connection_goes_before_one_that_would_open_one() {
+        let pack = PACK >> 10;
         let peaks = |inner: Inner, peaks: &[usize]| {
             for (slot, &p) in inner.slots.iter().zip(peaks) {
                 slot.peak.store(p, Ordering::Release);
@@ -741,14 +748,14 @@ mod tests {
         };
         // The first loop is past its share and PACK but ran 5 at once: it takes the next
         // rather than the second loop opening a connection.
-        let first = peaks(loaded(&[(3, 4096), (0, 0)]), &[5, 0]);
+        let first = peaks(loaded(&[(3, pack), (0, 0)]), &[5, 0]);
         assert!(first.idle(0) && !first.packs(0) && first.packs(1));
         assert_eq!(first.packer(), Some(0));
         // Of the loops with an idle connection, one that packs goes first.
-        let both = peaks(loaded(&[(3, 4096), (1, 8192), (2, 100)]), &[5, 2, 4]);
+        let both = peaks(loaded(&[(3, pack), (1, 2 * pack), (2, 100)]), &[5, 2, 4]);
         assert_eq!(both.packer(), Some(1));
         // No idle connection anywhere: the first that packs opens one.
-        let none = peaks(loaded(&[(3, 4096), (1, 8192)]), &[3, 1]);
+        let none = peaks(loaded(&[(3, pack), (1, 2 * pack)]), &[3, 1]);
         assert_eq!(none.packer(), Some(1));
     }
 
