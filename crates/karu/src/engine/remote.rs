@@ -703,6 +703,9 @@ mod tests {
             .unwrap()
     }
 
+    /// [`PACK`] in the KiB that [`loaded`] takes.
+    const PACK_KIB: u64 = PACK >> 10;
+
     /// An engine's bookkeeping with loops of share 2, each running `(transfers, KiB)`.
     fn loaded(loads: &[(usize, u64)]) -> Inner {
         let mut config = Config::empty();
@@ -720,7 +723,6 @@ mod tests {
 
     #[test]
     fn short_transfers_pack_onto_the_first_loop_and_long_ones_fill_the_shares() {
-        let pack = PACK >> 10;
         // Idle: the first loop takes the next transfer.
         assert_eq!(loaded(&[(0, 0), (0, 0)]).packer(), Some(0));
         // Past its share with short transfers (under PACK in flight): still the first.
@@ -728,18 +730,17 @@ mod tests {
         assert!(short.packs(0));
         assert_eq!(short.packer(), Some(0));
         // Past its share with long ones: the next loop with room.
-        let long = loaded(&[(2, pack), (1, 2 * pack)]);
+        let long = loaded(&[(2, PACK_KIB), (1, 2 * PACK_KIB)]);
         assert!(!long.packs(0) && long.packs(1));
         assert_eq!(long.packer(), Some(1));
         // Within its share, a loop takes work whatever it carries.
-        assert!(loaded(&[(1, 4 * pack)]).packs(0));
+        assert!(loaded(&[(1, 4 * PACK_KIB)]).packs(0));
         // Every loop past its share and PACK: none.
-        assert_eq!(loaded(&[(2, pack), (3, pack)]).packer(), None);
+        assert_eq!(loaded(&[(2, PACK_KIB), (3, PACK_KIB)]).packer(), None);
     }
 
     #[test]
     fn a_loop_with_an_idle_connection_goes_before_one_that_would_open_one() {
-        let pack = PACK >> 10;
         let peaks = |inner: Inner, peaks: &[usize]| {
             for (slot, &p) in inner.slots.iter().zip(peaks) {
                 slot.peak.store(p, Ordering::Release);
@@ -748,14 +749,17 @@ mod tests {
         };
         // The first loop is past its share and PACK but ran 5 at once: it takes the next
         // rather than the second loop opening a connection.
-        let first = peaks(loaded(&[(3, pack), (0, 0)]), &[5, 0]);
+        let first = peaks(loaded(&[(3, PACK_KIB), (0, 0)]), &[5, 0]);
         assert!(first.idle(0) && !first.packs(0) && first.packs(1));
         assert_eq!(first.packer(), Some(0));
         // Of the loops with an idle connection, one that packs goes first.
-        let both = peaks(loaded(&[(3, pack), (1, 2 * pack), (2, 100)]), &[5, 2, 4]);
+        let both = peaks(
+            loaded(&[(3, PACK_KIB), (1, 2 * PACK_KIB), (2, 100)]),
+            &[5, 2, 4],
+        );
         assert_eq!(both.packer(), Some(1));
         // No idle connection anywhere: the first that packs opens one.
-        let none = peaks(loaded(&[(3, pack), (1, 2 * pack)]), &[3, 1]);
+        let none = peaks(loaded(&[(3, PACK_KIB), (1, 2 * PACK_KIB)]), &[3, 1]);
         assert_eq!(none.packer(), Some(1));
     }
 
