@@ -20,16 +20,16 @@
 //! bytes) wins, since every request costs the server something a model of the client misses.
 //!
 //! [`plan_cost`] sweeps the reads with a few merge gaps (none, the guards' gap, the gaps whose
-//! bytes cost as much as the round trip they save at each rate, and a [`GAP_LADDER`] below
-//! the smallest of those), cuts long transfers
-//! into pieces of a few sizes (so that idle slots share a transfer that would dominate the
-//! batch), and keeps the candidate with the smallest predicted time. The guards plan and the
-//! plan without merging are candidates, so the chosen plan is never predicted slower than
-//! either. The four guards stay ceilings: a gap never exceeds the policy's, and every transfer
-//! or piece keeps its span, parts and amplification within them (a single read larger than the
-//! span limit may be cut, as the guards plan never does). A model may also cap a transfer's
-//! length ([`CostModel::max_transfer`], set while one connection's rate is unmeasured): spans
-//! above it that the chosen plan keeps whole are cut into pieces no longer than the cap.
+//! bytes cost as much as the round trip they save at each rate, and a ladder of gaps of 4, 32
+//! and 256 KiB below the smallest of those), cuts long transfers into pieces of a few sizes (so
+//! that idle slots share a transfer that would dominate the batch), and keeps the candidate
+//! with the smallest predicted time. The guards plan and the plan without merging are
+//! candidates, so the chosen plan is never predicted slower than either. The four guards stay
+//! ceilings: a gap never exceeds the policy's, and every transfer or piece keeps its span,
+//! parts and amplification within them (a single read larger than the span limit may be cut, as
+//! the guards plan never does). A model may also cap a transfer's length
+//! ([`CostModel::max_transfer`], set while one connection's rate is unmeasured): spans above it
+//! that the chosen plan keeps whole are cut into pieces no longer than the cap.
 
 use std::time::Duration;
 
@@ -60,7 +60,7 @@ pub const COLD_TRANSFER: u64 = 2 * MIN_PIECE;
 /// chunks between B-tree nodes, a Parquet file's pages and column chunks). Workload H's 15
 /// clusters of 52 chunks, 190 KB apart, were merged into 3 transfers under the priors where 15
 /// (one per cluster) are predicted faster (57.6 against 58.1 ms), fetch 3.1 MB less (25 ms
-/// under a 1 Gbit/s cap) and give a server whose streams are slow five times as many.
+/// under a 1 Gbit/s cap) and give a server whose streams are slow five times as many streams.
 /// Above the smallest rated gap the rates' own candidates stand: a rung there let a
 /// re-plan act on a round trip measured long by a cold wave's own queueing (workload R at
 /// RTT 0 under 1 Gbit/s fetched 91 MB instead of 50).
@@ -186,7 +186,7 @@ impl CostModel {
 
     /// The merge gaps worth trying: the guards' own, none at all, touching reads only, the
     /// gaps whose bytes take as long as one request's round trip at each rate, and the
-    /// [`GAP_LADDER`]'s gaps below the smallest of those.
+    /// `GAP_LADDER`'s gaps below the smallest of those.
     fn gaps(&self, policy: &Policy) -> Vec<Option<u64>> {
         let guards = guards_gap(policy, true);
         let mut gaps = vec![guards];
