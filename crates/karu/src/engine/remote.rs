@@ -20,7 +20,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -37,7 +37,7 @@ use crate::config::Settings;
 use crate::credentials::{Auth, CredentialCache, CredentialHttp, Resolved};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
-use crate::transport::{HttpClient, Transport, TransportOptions};
+use crate::transport::{HttpClient, POOL_IDLE_TIMEOUT, Transport, TransportOptions};
 
 /// Threads that resolve credentials for signed backends.
 const CREDENTIAL_WORKERS: usize = 4;
@@ -91,6 +91,10 @@ struct Slot {
     /// Most transfers this loop ran at once: about the connections its pool keeps, so
     /// `active` below it means a pooled connection is idle.
     peak: AtomicUsize,
+    /// When its last transfer ended, in nanoseconds since [`Inner::epoch`]: its idle
+    /// connections went idle then or before, so the pool has closed them once
+    /// [`POOL_IDLE_TIMEOUT`] has passed since.
+    ended: AtomicU64,
     /// This loop's share of the client's concurrency.
     share: usize,
     /// The bytes its transfers were planned to fetch.
@@ -111,6 +115,8 @@ struct Inner {
     settings: Settings,
     /// Bulk admission per endpoint (see [`super::gate`]).
     gates: Mutex<HashMap<String, Arc<Gate>>>,
+    /// What the loops' `ended` times count from.
+    epoch: Instant,
 }
 
 impl Inner {
@@ -124,6 +130,7 @@ impl Inner {
                 .map(|&share| Slot {
                     active: AtomicUsize::new(0),
                     peak: AtomicUsize::new(0),
+                    ended: AtomicU64::new(0),
                     share: share as usize,
                     bytes: AtomicU64::new(0),
                     wake: Notify::new(),
@@ -136,6 +143,7 @@ impl Inner {
             shutdown: AtomicBool::new(false),
             settings: settings.clone(),
             gates: Mutex::new(HashMap::new()),
+            epoch: Instant::now(),
         }
     }
 
@@ -158,7 +166,7 @@ impl Inner {
         if work.is_empty() {
             return;
         }
-        // Gates are found before the queue's lock is taken (a bulk transfer is at least 4
+        // Gates are found before the queue's lock is taken (a bulk transfer is at least 1
         // MiB, so finding its endpoint costs little beside it), and only for a batch with
         // bulk transfers: most have none, and a list for many small reads is one per read.
         let gated = !batch.paces_itself();
@@ -193,8 +201,29 @@ impl Inner {
     /// Whether loop `index` runs fewer transfers than it ran at its busiest: one of its
     /// pooled connections waits.
     fn idle(&self, index: usize) -> bool {
+        self.idle_at(index, || self.epoch.elapsed())
+    }
+
+    /// [`Inner::idle`], `now` giving the time since [`Inner::epoch`] (read only when the
+    /// loop runs below its peak: this is asked for every transfer taken). Once the pool's
+    /// idle timeout has passed since the loop's last transfer ended, its waiting connections
+    /// are closed: the loop's peak falls to what it runs, and it is not idle.
+    fn idle_at(&self, index: usize, now: impl FnOnce() -> Duration) -> bool {
         let slot = &self.slots[index];
-        slot.active.load(Ordering::Acquire) < slot.peak.load(Ordering::Acquire)
+        let active = slot.active.load(Ordering::Acquire);
+        let peak = slot.peak.load(Ordering::Acquire);
+        if active >= peak {
+            return false;
+        }
+        let ended = Duration::from_nanos(slot.ended.load(Ordering::Acquire));
+        if now().saturating_sub(ended) < POOL_IDLE_TIMEOUT {
+            return true;
+        }
+        // A transfer that started meanwhile raised the peak again: it stays.
+        let _ = slot
+            .peak
+            .compare_exchange(peak, active, Ordering::AcqRel, Ordering::Acquire);
+        false
     }
 
     /// Whether loop `index` has room for the next transfer: it runs fewer than its share, or
@@ -537,6 +566,8 @@ fn run_loop(
                 tokio::task::spawn_local(Box::pin(async move {
                     run_transfer(&state, batch, work, admitted).await;
                     let slot = &inner.slots[index];
+                    let now = u64::try_from(inner.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    slot.ended.store(now, Ordering::Release);
                     slot.active.fetch_sub(1, Ordering::AcqRel);
                     slot.bytes.fetch_sub(length, Ordering::AcqRel);
                     inner.release();
@@ -761,6 +792,16 @@ mod tests {
         // No idle connection anywhere: the first that packs opens one.
         let none = peaks(loaded(&[(3, PACK_KIB), (1, 2 * PACK_KIB)]), &[3, 1]);
         assert_eq!(none.packer(), Some(1));
+        // The pool's idle timeout passed since the first loop's last transfer ended: its
+        // waiting connections are closed, its peak falls to what it runs, and the loop
+        // that packs opens the connection.
+        let stale = peaks(loaded(&[(3, PACK_KIB), (0, 0)]), &[5, 0]);
+        stale.slots[0].ended.store(1_000_000_000, Ordering::Release);
+        let within = Duration::from_secs(1) + POOL_IDLE_TIMEOUT / 2;
+        assert!(stale.idle_at(0, || within));
+        assert!(!stale.idle_at(0, || Duration::from_secs(1) + POOL_IDLE_TIMEOUT));
+        assert_eq!(stale.slots[0].peak.load(Ordering::Acquire), 3);
+        assert_eq!(stale.packer(), Some(1));
     }
 
     #[test]

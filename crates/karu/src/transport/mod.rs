@@ -75,7 +75,7 @@ pub(crate) enum Pool {
 pub(crate) const MAX_REDIRECTS: u32 = 10;
 
 /// How long an idle pooled connection is kept.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+pub(crate) const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 pub(crate) use crate::config::HttpVersion;
 
