@@ -24,15 +24,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// The smallest transfer the gate counts (and the smallest that reads through the pool of
-/// large buffers): 1 MiB, a millisecond at 1 GB/s, already long beside a round trip short
-/// enough for the gate to measure, and above the cost planner's sparse merges (workload R's
-/// average 200 KB), whose time is their round trip. At 4 MiB the cost planner's one transfer
-/// per cluster of workload H (15 of 3 MB) ran 15 at once on loopback, 1.07–1.35× the
-/// guards' one stream on the test kit server; counted, they start at two and probe (18 ms
-/// against 18; nginx 15 against 20; s3s-fs, whose streams want many, 122 ms against 183 for
-/// the fastest other reader).
-pub(crate) const BULK: u64 = 1 << 20;
+/// The smallest transfer the gate counts: half the planner's smallest piece, so every piece
+/// of a cut transfer is bulk, and a transfer whose time is mostly its round trip is not.
+pub(crate) const BULK: u64 = crate::plan::cost::MIN_PIECE / 2;
 /// Bulk transfers a cold or probing endpoint starts with.
 pub(crate) const START: u32 = 2;
 /// A first body byte sooner than this after its transfer started means a short round trip

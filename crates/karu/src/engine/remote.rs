@@ -166,7 +166,7 @@ impl Inner {
         if work.is_empty() {
             return;
         }
-        // Gates are found before the queue's lock is taken (a bulk transfer is at least 1
+        // Gates are found before the queue's lock is taken (a bulk transfer is at least 4
         // MiB, so finding its endpoint costs little beside it), and only for a batch with
         // bulk transfers: most have none, and a list for many small reads is one per read.
         let gated = !batch.paces_itself();
