@@ -20,10 +20,10 @@
 //! bytes) wins, since every request costs the server something a model of the client misses.
 //!
 //! [`plan_cost`] sweeps the reads with a few merge gaps (none, the guards' gap, the gaps whose
-//! bytes cost as much as the round trip they save at each rate, and a ladder of gaps of 4, 32
-//! and 256 KiB below the smallest of those), cuts long transfers into pieces of a few sizes (so
-//! that idle slots share a transfer that would dominate the batch), and keeps the candidate
-//! with the smallest predicted time. The guards plan and the plan without merging are
+//! bytes cost as much as the round trip they save at each rate, and the fixed ladder of small
+//! gaps `GAP_LADDER` below the smallest of those), cuts long transfers into pieces of a few
+//! sizes (so that idle slots share a transfer that would dominate the batch), and keeps the
+//! candidate with the smallest predicted time. The guards plan and the plan without merging are
 //! candidates, so the chosen plan is never predicted slower than either. The four guards stay
 //! ceilings: a gap never exceeds the policy's, and every transfer or piece keeps its span,
 //! parts and amplification within them (a single read larger than the span limit may be cut, as
