@@ -1478,8 +1478,10 @@ fn the_link_estimate_splits_at_once_or_never() {
     let fast = object(&server, &format!("/ok/quick?size={}", 8 << 20));
     c.read(&fast, 0, 8 << 20).unwrap();
     let measured = c.link_estimate(&fast).model.connection_rate;
-    if measured < 150_000_000 {
-        // A loaded machine slowed the loopback read: the estimate rightly says nothing.
+    if measured < 400_000_000 {
+        // A loaded machine slowed the loopback read below the rate at which the download
+        // trusts one stream to keep up (its `FAST_STREAM`): the estimate rightly says
+        // nothing, and the download measures the slow stream and splits it.
         eprintln!("the fast read ran at {measured} B/s: the second half shows nothing");
         return;
     }

@@ -11,10 +11,15 @@
 //!   [`SHORT`] of its request shows a short round trip (probing starts); none by then (from
 //!   the first admission) shows a long one, and the gate opens for good.
 //! - **Probing**: an epoch lasts until as many transfers have ended as the level allows (and
-//!   at least [`MIN_EPOCH`]); its rate is the bulk bytes received in it over its time. While
-//!   a level carries [`GAIN`] times the best rate so far, the level doubles; otherwise the
-//!   gate settles on the best level. An epoch in which no transfer had to wait (the work
-//!   ran short of the level) says nothing about the level and is started again.
+//!   at least [`MIN_EPOCH`]), or [`MAX_EPOCH`]; its rate is the bulk bytes received in it
+//!   over its time. While a level carries [`GAIN`] times the best rate so far, the level
+//!   doubles; otherwise the gate settles on the best level. An epoch in which no transfer had
+//!   to wait (the work ran short of the level) says nothing about the level and is started
+//!   again. Whole transfers make the steadiest measure (20 ms windows on loopback swung
+//!   between 1 and 3.8 GB/s as socket buffers filled and drained); the time limit keeps a
+//!   server whose every stream is slow (s3s-fs: 60–100 MB/s, a 13 MB piece 150 ms) from
+//!   spending a whole transfer on each doubling: a transfer that waits is told to try again
+//!   when the epoch is due, whether or not one ends.
 //! - **Settled**: the best level stays the limit for the client's life.
 //!
 //! Transfers below [`BULK`] never wait here: their time is a round trip, which parallel
@@ -27,8 +32,13 @@ use std::time::{Duration, Instant};
 /// The smallest transfer the gate counts: half the planner's smallest piece, so every piece
 /// of a cut transfer is bulk, and a transfer whose time is mostly its round trip is not.
 pub(crate) const BULK: u64 = crate::plan::cost::MIN_PIECE / 2;
-/// Bulk transfers a cold or probing endpoint starts with.
-pub(crate) const START: u32 = 2;
+/// Bulk transfers a cold or probing endpoint starts with: one, since on a short link one
+/// stream is often the fastest, and probing doubles from it within a few epochs where more
+/// streams carry more. Workload C at RTT 0 (9 pieces of 13 MB on loopback, 7 runs each,
+/// 2026-12-05): starting from two, the test kit server took 63–87 ms and nginx 57–66 ms on
+/// 5–9 connections; starting from one, 49–67 and 35–51 ms on 3–5; a one-connection
+/// sequential reader 49–58 and 37–46 ms.
+pub(crate) const START: u32 = 1;
 /// A first body byte sooner than this after its transfer started means a short round trip
 /// (on a new connection it holds the handshake too, so the round trip is below half of it).
 pub(crate) const SHORT: Duration = Duration::from_millis(2);
@@ -36,6 +46,8 @@ pub(crate) const SHORT: Duration = Duration::from_millis(2);
 const GAIN: f64 = 1.25;
 /// Shortest epoch: below it a rate is a burst of buffered bytes.
 const MIN_EPOCH: Duration = Duration::from_millis(20);
+/// Longest epoch: a level's rate is known by then even if no transfer has ended.
+const MAX_EPOCH: Duration = Duration::from_millis(50);
 
 /// What the gate has learnt of its endpoint.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -120,6 +132,7 @@ impl Gate {
             // No first byte in time: a long round trip, which parallel transfers hide.
             s.regime = Regime::Open;
         }
+        self.close_due(&mut s, now);
         if s.running < s.limit().unwrap_or(self.ceiling).max(1) {
             s.running += 1;
             if let Regime::Cold { since: None } = s.regime {
@@ -130,8 +143,10 @@ impl Gate {
         if let Some(e) = &mut s.epoch {
             e.refused = true;
         }
-        match s.regime {
-            Regime::Cold { since: Some(t) } => Admit::Until(t + SHORT),
+        match (s.regime, s.epoch) {
+            (Regime::Cold { since: Some(t) }, _) => Admit::Until(t + SHORT),
+            // The level may grow when the epoch is due, whether or not a transfer ends.
+            (Regime::Probing, Some(e)) => Admit::Until(e.start + MAX_EPOCH),
             _ => Admit::No,
         }
     }
@@ -163,23 +178,30 @@ impl Gate {
     fn leave(&self, now: Instant) {
         let mut s = self.lock();
         s.running = s.running.saturating_sub(1);
+        if let Some(e) = &mut s.epoch {
+            e.ended = e.ended.saturating_add(1);
+        }
+        self.close_due(&mut s, now);
+    }
+
+    /// Ends a probing epoch that is due by `now` (see the module docs): the level doubles,
+    /// or settles on the best measured, and the next epoch starts.
+    fn close_due(&self, s: &mut State, now: Instant) {
         if s.regime != Regime::Probing {
             return;
         }
-        let Some(mut epoch) = s.epoch else {
+        let Some(epoch) = s.epoch else {
             s.epoch = Some(self.epoch(now));
             return;
         };
-        epoch.ended = epoch.ended.saturating_add(1);
         let elapsed = now.saturating_duration_since(epoch.start);
-        if epoch.ended < s.level || elapsed < MIN_EPOCH {
-            s.epoch = Some(epoch);
+        if elapsed < MIN_EPOCH || (epoch.ended < s.level && elapsed < MAX_EPOCH) {
             return;
         }
+        s.epoch = Some(self.epoch(now));
         if !epoch.refused {
             // Nothing waited for the level: the work ran short, so this epoch measures
             // nothing about it.
-            s.epoch = Some(self.epoch(now));
             return;
         }
         let bytes = self
@@ -200,7 +222,6 @@ impl Gate {
                     s.epoch = None;
                 } else {
                     s.level = s.level.saturating_mul(2).min(self.ceiling);
-                    s.epoch = Some(self.epoch(now));
                 }
             }
         }
@@ -295,11 +316,10 @@ mod tests {
         let gate = Gate::new(64);
         let t0 = Instant::now();
         assert_eq!(gate.enter(t0), Admit::Yes);
-        assert_eq!(gate.enter(t0), Admit::Yes);
         assert_eq!(gate.enter(t0), Admit::Until(t0 + SHORT));
         // No first byte within SHORT: a long round trip, and the gate opens.
         let later = t0 + SHORT;
-        for _ in 0..62 {
+        for _ in 0..63 {
             assert_eq!(gate.enter(later), Admit::Yes);
         }
         assert_eq!(gate.limit(), None);
@@ -328,15 +348,15 @@ mod tests {
             epoch(&gate, t0, at, 50, (per_stream(level) * 0.05) as u64);
             at += 50;
         }
-        assert_eq!(levels, [2, 4, 8]);
+        assert_eq!(levels, [1, 2, 4, 8]);
         assert_eq!(gate.limit(), Some(4));
     }
 
     #[test]
     fn a_link_one_stream_fills_settles_where_it_started() {
         let (gate, t0) = probing(64);
-        epoch(&gate, t0, 0, 20, 25_000_000); // 2 streams: 2.5 GB/s
-        epoch(&gate, t0, 20, 40, 25_000_000); // 4 streams: the same 2.5 GB/s
+        epoch(&gate, t0, 0, 20, 25_000_000); // 1 stream: 1.25 GB/s
+        epoch(&gate, t0, 20, 40, 25_000_000); // 2 streams: the same 1.25 GB/s
         assert_eq!(gate.lock().regime, Regime::Settled);
         assert_eq!(gate.limit(), Some(START));
     }
@@ -344,14 +364,36 @@ mod tests {
     #[test]
     fn an_epoch_whose_work_ran_short_measures_nothing() {
         let (gate, t0) = probing(64);
-        // Two transfers run and end, and none waited for them: the epoch starts again.
+        // A transfer runs and ends, and none waited for it: the epoch starts again.
         assert_eq!(gate.enter(t0), Admit::Yes);
-        assert_eq!(gate.enter(t0), Admit::Yes);
-        gate.leave(ms(t0, 30));
         gate.leave(ms(t0, 30));
         assert_eq!(gate.lock().best, None);
         assert_eq!(gate.lock().regime, Regime::Probing);
         assert_eq!(gate.limit(), Some(START));
+    }
+
+    #[test]
+    fn an_epoch_ends_on_time_while_its_transfers_still_run() {
+        // Slow streams: the first transfer runs for far longer than an epoch.
+        let gate = Gate::new(64);
+        let t0 = Instant::now();
+        assert_eq!(gate.enter(t0), Admit::Yes);
+        gate.first_byte(t0, t0);
+        // The waiting transfer is told when the epoch is due, not to wait for an end.
+        assert_eq!(gate.enter(t0), Admit::Until(t0 + MAX_EPOCH));
+        gate.bytes.fetch_add(5_000_000, Ordering::Relaxed); // 100 MB/s
+        assert_eq!(
+            gate.enter(ms(t0, 30)),
+            Admit::Until(t0 + MAX_EPOCH),
+            "not yet due"
+        );
+        assert_eq!(gate.enter(t0 + MAX_EPOCH), Admit::Yes, "the level doubled");
+        assert_eq!(gate.limit(), Some(2));
+        assert_eq!(gate.enter(ms(t0, 60)), Admit::Until(ms(t0, 100)));
+        gate.bytes.fetch_add(10_000_000, Ordering::Relaxed); // 200 MB/s
+        assert_eq!(gate.enter(ms(t0, 100)), Admit::Yes);
+        assert_eq!(gate.limit(), Some(4));
+        assert_eq!(gate.lock().running, 3);
     }
 
     #[test]
