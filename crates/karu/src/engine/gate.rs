@@ -89,7 +89,8 @@ pub(crate) enum Admit {
     Yes,
     /// Not before another bulk transfer of the endpoint ends.
     No,
-    /// Not before another ends or `Instant` passes (a cold gate that may open then).
+    /// Not before another ends or `Instant` passes (a cold gate that may open then, or a
+    /// probing gate whose epoch is due and whose level may grow).
     Until(Instant),
 }
 

@@ -76,7 +76,7 @@ impl Pending {
 pub(crate) enum Next {
     /// Start this transfer of this batch (with its place at its gate when bulk).
     Start(Arc<Shared>, Work, Option<Admitted>),
-    /// Nothing to start now; a cold gate may admit at the instant given.
+    /// Nothing to start now; a gate may admit at the instant given (see `Admit::Until`).
     Wait(Option<Instant>),
 }
 

@@ -589,7 +589,7 @@ fn run_loop(
     });
 }
 
-/// Wakes loop `index` at `at` (a cold gate that may open then).
+/// Wakes loop `index` at `at` (a gate that may admit then: see `Admit::Until`).
 fn wake_at(inner: &Arc<Inner>, index: usize, at: Instant) {
     let inner = Arc::clone(inner);
     tokio::task::spawn_local(async move {
