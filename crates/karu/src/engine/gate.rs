@@ -54,8 +54,8 @@ const MAX_EPOCH: Duration = Duration::from_millis(50);
 enum Regime {
     /// Nothing yet; `since` is when the first bulk transfer started.
     Cold { since: Option<Instant> },
-    /// A short round trip: measuring which level carries the most.
-    Probing,
+    /// A short round trip: measuring which level carries the most, in this epoch.
+    Probing(Epoch),
     /// Measured: the level stays.
     Settled,
     /// A long round trip: no limit.
@@ -63,7 +63,7 @@ enum Regime {
 }
 
 /// The bytes and ends of one probing epoch.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Epoch {
     start: Instant,
     bytes: u64,
@@ -77,7 +77,6 @@ struct State {
     running: u32,
     level: u32,
     regime: Regime,
-    epoch: Option<Epoch>,
     /// The best level measured, with its rate (bytes per second).
     best: Option<(u32, f64)>,
 }
@@ -111,7 +110,6 @@ impl Gate {
                 running: 0,
                 level: START,
                 regime: Regime::Cold { since: None },
-                epoch: None,
                 best: None,
             }),
             bytes: AtomicU64::new(0),
@@ -141,13 +139,13 @@ impl Gate {
             }
             return Admit::Yes;
         }
-        if let Some(e) = &mut s.epoch {
-            e.refused = true;
-        }
-        match (s.regime, s.epoch) {
-            (Regime::Cold { since: Some(t) }, _) => Admit::Until(t + SHORT),
+        match &mut s.regime {
+            Regime::Cold { since: Some(t) } => Admit::Until(*t + SHORT),
             // The level may grow when the epoch is due, whether or not a transfer ends.
-            (Regime::Probing, Some(e)) => Admit::Until(e.start + MAX_EPOCH),
+            Regime::Probing(e) => {
+                e.refused = true;
+                Admit::Until(e.start + MAX_EPOCH)
+            }
             _ => Admit::No,
         }
     }
@@ -157,9 +155,8 @@ impl Gate {
         let mut s = self.lock();
         if let Regime::Cold { .. } = s.regime {
             if now.saturating_duration_since(sent) < SHORT {
-                s.regime = Regime::Probing;
+                s.regime = Regime::Probing(self.epoch(now));
                 s.level = START;
-                s.epoch = Some(self.epoch(now));
             } else {
                 s.regime = Regime::Open;
             }
@@ -179,7 +176,7 @@ impl Gate {
     fn leave(&self, now: Instant) {
         let mut s = self.lock();
         s.running = s.running.saturating_sub(1);
-        if let Some(e) = &mut s.epoch {
+        if let Regime::Probing(e) = &mut s.regime {
             e.ended = e.ended.saturating_add(1);
         }
         self.close_due(&mut s, now);
@@ -188,18 +185,14 @@ impl Gate {
     /// Ends a probing epoch that is due by `now` (see the module docs): the level doubles,
     /// or settles on the best measured, and the next epoch starts.
     fn close_due(&self, s: &mut State, now: Instant) {
-        if s.regime != Regime::Probing {
-            return;
-        }
-        let Some(epoch) = s.epoch else {
-            s.epoch = Some(self.epoch(now));
+        let Regime::Probing(epoch) = s.regime else {
             return;
         };
         let elapsed = now.saturating_duration_since(epoch.start);
         if elapsed < MIN_EPOCH || (epoch.ended < s.level && elapsed < MAX_EPOCH) {
             return;
         }
-        s.epoch = Some(self.epoch(now));
+        s.regime = Regime::Probing(self.epoch(now));
         if !epoch.refused {
             // Nothing waited for the level: the work ran short, so this epoch measures
             // nothing about it.
@@ -214,13 +207,11 @@ impl Gate {
             Some((level, best)) if rate < best * GAIN => {
                 s.level = level;
                 s.regime = Regime::Settled;
-                s.epoch = None;
             }
             _ => {
                 s.best = Some((s.level, rate));
                 if s.level >= self.ceiling {
                     s.regime = Regime::Settled;
-                    s.epoch = None;
                 } else {
                     s.level = s.level.saturating_mul(2).min(self.ceiling);
                 }
@@ -241,7 +232,7 @@ impl State {
         match self.regime {
             Regime::Open => None,
             Regime::Cold { .. } => Some(START),
-            Regime::Probing | Regime::Settled => Some(self.level),
+            Regime::Probing(_) | Regime::Settled => Some(self.level),
         }
     }
 }
@@ -342,7 +333,7 @@ mod tests {
         let per_stream = |level: u32| (150e6 * f64::from(level)).min(600e6) / f64::from(level);
         let mut at = 0;
         let mut levels = Vec::new();
-        while gate.lock().regime == Regime::Probing {
+        while matches!(gate.lock().regime, Regime::Probing(_)) {
             let level = gate.limit().unwrap();
             levels.push(level);
             // 50 ms per epoch; each stream's bytes at its share.
@@ -369,7 +360,7 @@ mod tests {
         assert_eq!(gate.enter(t0), Admit::Yes);
         gate.leave(ms(t0, 30));
         assert_eq!(gate.lock().best, None);
-        assert_eq!(gate.lock().regime, Regime::Probing);
+        assert!(matches!(gate.lock().regime, Regime::Probing(_)));
         assert_eq!(gate.limit(), Some(START));
     }
 
