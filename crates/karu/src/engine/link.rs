@@ -53,9 +53,14 @@ pub(crate) const RATE_BODY: u64 = 128 << 10;
 pub(crate) const TOTAL_WINDOW: Duration = Duration::from_millis(50);
 /// Fewest bytes in a total-rate sample.
 pub(crate) const TOTAL_BYTES: u64 = 1 << 20;
-/// Shortest open window that stands in for the total rate while none has closed (1 MiB
-/// takes 8 ms at 1 Gbit/s; a shorter window is mostly one burst).
-pub(crate) const OPEN_WINDOW: Duration = Duration::from_millis(10);
+/// Shortest open window that stands in for the total rate while none has closed. A shorter
+/// one is mostly a cold start: a cold wave's first answers come while its requests are still
+/// leaving and the server opens its connections. On s3s-fs at 20 ms, first rounds of 10–16
+/// ms read 230–440 MB/s where the server carries 400–420 MB/s, and the re-plans they fed
+/// sent 3,800–4,300 transfers in 1.6–1.7 s against the guards' 2,430 in 1.3 s (7 runs,
+/// 2026-12-05); a link that is slow (1 Gbit/s) keeps a first round's bodies arriving for
+/// 30–50 ms, long enough to be read (110–144 MB/s there).
+pub(crate) const OPEN_WINDOW: Duration = Duration::from_millis(20);
 /// The client's per-request work besides building and signing (writing the request, parsing
 /// the response head, completing the reads): measured once on loopback, not per request.
 pub(crate) const TRANSPORT_COST: Duration = Duration::from_micros(25);
@@ -526,6 +531,8 @@ mod tests {
         e.body_started(t0, &bytes);
         // Too short, or too few bytes, or one body alone: the prior.
         assert_eq!(total(&e, ms(5), 4 << 20), CostModel::PRIOR_TOTAL_RATE);
+        // A first round's 15 ms are mostly its cold start.
+        assert_eq!(total(&e, ms(15), 4 << 20), CostModel::PRIOR_TOTAL_RATE);
         assert_eq!(total(&e, ms(20), 1000), CostModel::PRIOR_TOTAL_RATE);
         let lone = Endpoint::new();
         assert_eq!(total(&lone, ms(20), 4 << 20), CostModel::PRIOR_TOTAL_RATE);
