@@ -12,7 +12,7 @@
 //! for a few each. Before either, a loop with an idle pooled connection takes the
 //! next transfer, so the loops together keep about `KARU_CONCURRENCY` connections.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
@@ -520,6 +520,8 @@ fn run_loop(
             links,
         });
         let slot = &inner.slots[index];
+        // When this loop's gate timer fires, if one is set.
+        let timer = Rc::new(Cell::new(None));
         loop {
             // Work only when woken: producers wake the loop that packs first, so a serial
             // reader stays on one loop and its connection.
@@ -545,7 +547,7 @@ fn run_loop(
                     Next::Wait(at) => {
                         inner.release();
                         if let Some(at) = at {
-                            wake_at(inner, index, at);
+                            wake_at(inner, index, at, &timer);
                         }
                         break;
                     }
@@ -589,11 +591,22 @@ fn run_loop(
     });
 }
 
-/// Wakes loop `index` at `at` (a gate that may admit then: see `Admit::Until`).
-fn wake_at(inner: &Arc<Inner>, index: usize, at: Instant) {
+/// Wakes loop `index` at `at` (a gate that may admit then: see `Admit::Until`), unless its
+/// `timer` already wakes it by then: a loop told to wait is woken by every transfer that
+/// ends meanwhile, and each would otherwise leave one more timer behind.
+fn wake_at(inner: &Arc<Inner>, index: usize, at: Instant, timer: &Rc<Cell<Option<Instant>>>) {
+    if timer.get().is_some_and(|t| t <= at) {
+        return;
+    }
+    timer.set(Some(at));
     let inner = Arc::clone(inner);
+    let timer = Rc::clone(timer);
     tokio::task::spawn_local(async move {
         tokio::time::sleep_until(at.into()).await;
+        // Clears its own claim only: an earlier timer may have replaced it meanwhile.
+        if timer.get() == Some(at) {
+            timer.set(None);
+        }
         inner.slots[index].wake.notify_one();
     });
 }
