@@ -1,4 +1,5 @@
-//! How many bulk transfers ([`BULK`] bytes or more) run at once against one endpoint.
+//! How many transfers run at once against one endpoint: bulk ones ([`BULK`] bytes or more)
+//! and small ones, counted apart.
 //!
 //! Where a round trip is long, parallel transfers hide it, and the gate stays open (the
 //! client's concurrency is the only limit). Where it is short (loopback, a LAN), parallel
@@ -22,8 +23,14 @@
 //!   when the epoch is due, whether or not one ends.
 //! - **Settled**: the best level stays the limit for the client's life.
 //!
-//! Transfers below [`BULK`] never wait here: their time is a round trip, which parallel
-//! transfers always hide.
+//! A small transfer's time is mostly its round trip, which parallel transfers hide; where
+//! there is none to hide, each new connection costs both ends CPU that a short batch does not
+//! pay back. So a cold endpoint, and one known to have a short round trip, starts with
+//! [`SMALL`] small transfers at once, and doubles that level each [`GROW`] in which some
+//! waited for it: a batch that lasts gets every connection within a few epochs, one that ends
+//! sooner opens few. A long round trip lifts the limit with the bulk one. A small transfer's
+//! first byte tells the round trip as a bulk one's does, so a batch of small reads learns it.
+//! Plans for a short link assume the small level's slots ([`Gate::small_level`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -39,6 +46,16 @@ pub(crate) const BULK: u64 = crate::plan::cost::MIN_PIECE / 2;
 /// 5–9 connections; starting from one, 49–67 and 35–51 ms on 3–5; a one-connection
 /// sequential reader 49–58 and 37–46 ms.
 pub(crate) const START: u32 = 1;
+/// Small transfers a cold endpoint, or one with a short round trip, starts with. Workload S
+/// at RTT 0 (250 reads of 64 KiB on loopback, 10 runs each, 2026-12-05): 16 at once took 13
+/// ms on the test kit server and 11 on nginx, 64 took 16 and 16, a one-connection reader 15
+/// and 14. A longer batch wants more: workload R (10,000 reads in some 7,000 transfers) took
+/// 163 and 184 ms held at 16 against 136 and 146 with 64; doubling every [`GROW`], 147 and
+/// 152 against 140 and 136. With 32, the first byte comes too late for a short link (32
+/// connections opened at once on 2 cores), and S opened all 64.
+pub(crate) const SMALL: u32 = 16;
+/// How long a level of small transfers stands, with some waiting for it, before it doubles.
+const GROW: Duration = Duration::from_millis(20);
 /// A first body byte sooner than this after its transfer started means a short round trip
 /// (on a new connection it holds the handshake too, so the round trip is below half of it).
 pub(crate) const SHORT: Duration = Duration::from_millis(2);
@@ -74,19 +91,32 @@ struct Epoch {
 
 #[derive(Debug)]
 struct State {
+    /// Bulk transfers running.
     running: u32,
+    small: Small,
     level: u32,
     regime: Regime,
     /// The best level measured, with its rate (bytes per second).
     best: Option<(u32, f64)>,
 }
 
-/// Whether a bulk transfer may start.
+/// The small transfers of a gate that is not open.
+#[derive(Debug)]
+struct Small {
+    running: u32,
+    level: u32,
+    /// When the level's epoch started (at its first admission, then at each [`GROW`]).
+    since: Option<Instant>,
+    /// A small transfer waited for the level in this epoch.
+    refused: bool,
+}
+
+/// Whether a transfer may start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Admit {
     /// It may; it counts as running until its [`Admitted`] is dropped.
     Yes,
-    /// Not before another bulk transfer of the endpoint ends.
+    /// Not before another transfer of the endpoint (of the same kind) ends.
     No,
     /// Not before another ends or `Instant` passes (a cold gate that may open then, or a
     /// probing gate whose epoch is due and whose level may grow).
@@ -105,15 +135,22 @@ pub(crate) struct Gate {
 
 impl Gate {
     pub(crate) fn new(ceiling: u32) -> Gate {
+        let ceiling = ceiling.max(1);
         Gate {
             state: Mutex::new(State {
                 running: 0,
+                small: Small {
+                    running: 0,
+                    level: SMALL.min(ceiling),
+                    since: None,
+                    refused: false,
+                },
                 level: START,
                 regime: Regime::Cold { since: None },
                 best: None,
             }),
             bytes: AtomicU64::new(0),
-            ceiling: ceiling.max(1),
+            ceiling,
         }
     }
 
@@ -122,8 +159,9 @@ impl Gate {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether one more bulk transfer may start at `now` (counted as running if so).
-    pub(crate) fn enter(&self, now: Instant) -> Admit {
+    /// Whether one more transfer, `bulk` or small, may start at `now` (counted as running
+    /// if so).
+    pub(crate) fn enter(&self, now: Instant, bulk: bool) -> Admit {
         let mut s = self.lock();
         if let Regime::Cold { since: Some(t) } = s.regime
             && now.saturating_duration_since(t) >= SHORT
@@ -131,12 +169,23 @@ impl Gate {
             // No first byte in time: a long round trip, which parallel transfers hide.
             s.regime = Regime::Open;
         }
-        self.close_due(&mut s, now);
+        let admit = if bulk {
+            self.enter_bulk(&mut s, now)
+        } else {
+            self.enter_small(&mut s, now)
+        };
+        if admit == Admit::Yes
+            && let Regime::Cold { since: None } = s.regime
+        {
+            s.regime = Regime::Cold { since: Some(now) };
+        }
+        admit
+    }
+
+    fn enter_bulk(&self, s: &mut State, now: Instant) -> Admit {
+        self.close_due(s, now);
         if s.running < s.limit().unwrap_or(self.ceiling).max(1) {
             s.running += 1;
-            if let Regime::Cold { since: None } = s.regime {
-                s.regime = Regime::Cold { since: Some(now) };
-            }
             return Admit::Yes;
         }
         match &mut s.regime {
@@ -148,6 +197,48 @@ impl Gate {
             }
             _ => Admit::No,
         }
+    }
+
+    fn enter_small(&self, s: &mut State, now: Instant) -> Admit {
+        let small = &mut s.small;
+        if s.regime == Regime::Open {
+            if small.running < self.ceiling {
+                small.running += 1;
+                return Admit::Yes;
+            }
+            return Admit::No;
+        }
+        let since = *small.since.get_or_insert(now);
+        if now.saturating_duration_since(since) >= GROW {
+            if small.refused {
+                small.level = small.level.saturating_mul(2).min(self.ceiling);
+            }
+            small.since = Some(now);
+            small.refused = false;
+        }
+        if small.running < small.level {
+            small.running += 1;
+            return Admit::Yes;
+        }
+        if small.level >= self.ceiling {
+            return Admit::No;
+        }
+        small.refused = true;
+        // The level may grow when its epoch is due; a cold gate may open sooner.
+        let grow = small.since.unwrap_or(now) + GROW;
+        match s.regime {
+            Regime::Cold { since: Some(t) } => Admit::Until(grow.min(t + SHORT)),
+            _ => Admit::Until(grow),
+        }
+    }
+
+    /// How many small transfers the gate lets run at once on a short link (`None` while it
+    /// is cold or open). A plan should assume that many slots: there a round trip measured
+    /// with fewer transfers in flight is shorter (less of it is queueing at the server), and
+    /// a plan for the client's full concurrency would take it as cheap to repeat.
+    pub(crate) fn small_level(&self) -> Option<u32> {
+        let s = self.lock();
+        matches!(s.regime, Regime::Probing(_) | Regime::Settled).then_some(s.small.level)
     }
 
     /// The first body byte of a transfer whose request went out at `sent` arrived at `now`.
@@ -172,9 +263,13 @@ impl Gate {
         }
     }
 
-    /// A bulk transfer ended at `now`.
-    fn leave(&self, now: Instant) {
+    /// A transfer, `bulk` or small, ended at `now`.
+    fn leave(&self, now: Instant, bulk: bool) {
         let mut s = self.lock();
+        if !bulk {
+            s.small.running = s.small.running.saturating_sub(1);
+            return;
+        }
         s.running = s.running.saturating_sub(1);
         if let Regime::Probing(e) = &mut s.regime {
             e.ended = e.ended.saturating_add(1);
@@ -237,18 +332,23 @@ impl State {
     }
 }
 
-/// A running bulk transfer: counts its body bytes for the gate, and leaves it when dropped
-/// (whichever way the transfer ends).
+/// A running transfer: tells the gate its first byte and (when bulk) its body bytes, and
+/// leaves it when dropped (whichever way the transfer ends).
 #[derive(Debug)]
 pub(crate) struct Admitted {
     gate: Arc<Gate>,
+    bulk: bool,
     seen: bool,
 }
 
 impl Admitted {
-    /// A transfer `gate` admitted (after [`Gate::enter`] said yes).
-    pub(crate) fn new(gate: Arc<Gate>) -> Admitted {
-        Admitted { gate, seen: false }
+    /// A transfer `gate` admitted (after [`Gate::enter`] said yes to it, `bulk` or small).
+    pub(crate) fn new(gate: Arc<Gate>, bulk: bool) -> Admitted {
+        Admitted {
+            gate,
+            bulk,
+            seen: false,
+        }
     }
 
     /// Body bytes arrived for the request that went out at `sent` (known once the attempt
@@ -260,13 +360,15 @@ impl Admitted {
             self.seen = true;
             self.gate.first_byte(sent, Instant::now());
         }
-        self.gate.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        if self.bulk {
+            self.gate.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        }
     }
 }
 
 impl Drop for Admitted {
     fn drop(&mut self) {
-        self.gate.leave(Instant::now());
+        self.gate.leave(Instant::now(), self.bulk);
     }
 }
 
@@ -282,13 +384,17 @@ mod tests {
     fn epoch(gate: &Gate, t0: Instant, at: u64, took: u64, bytes: u64) {
         let level = gate.limit().expect("a limit");
         for _ in 0..level {
-            assert_eq!(gate.enter(ms(t0, at)), Admit::Yes);
+            assert_eq!(gate.enter(ms(t0, at), true), Admit::Yes);
         }
-        assert_ne!(gate.enter(ms(t0, at)), Admit::Yes, "the level is the limit");
+        assert_ne!(
+            gate.enter(ms(t0, at), true),
+            Admit::Yes,
+            "the level is the limit"
+        );
         gate.bytes
             .fetch_add(bytes * u64::from(level), Ordering::Relaxed);
         for _ in 0..level {
-            gate.leave(ms(t0, at + took));
+            gate.leave(ms(t0, at + took), true);
         }
     }
 
@@ -296,9 +402,9 @@ mod tests {
     fn probing(ceiling: u32) -> (Gate, Instant) {
         let gate = Gate::new(ceiling);
         let t0 = Instant::now();
-        assert_eq!(gate.enter(t0), Admit::Yes);
+        assert_eq!(gate.enter(t0, true), Admit::Yes);
         gate.first_byte(t0, t0);
-        gate.leave(t0);
+        gate.leave(t0, true);
         assert_eq!(gate.limit(), Some(START));
         (gate, t0)
     }
@@ -307,12 +413,12 @@ mod tests {
     fn a_cold_gate_holds_bulk_transfers_until_it_knows_the_round_trip() {
         let gate = Gate::new(64);
         let t0 = Instant::now();
-        assert_eq!(gate.enter(t0), Admit::Yes);
-        assert_eq!(gate.enter(t0), Admit::Until(t0 + SHORT));
+        assert_eq!(gate.enter(t0, true), Admit::Yes);
+        assert_eq!(gate.enter(t0, true), Admit::Until(t0 + SHORT));
         // No first byte within SHORT: a long round trip, and the gate opens.
         let later = t0 + SHORT;
         for _ in 0..63 {
-            assert_eq!(gate.enter(later), Admit::Yes);
+            assert_eq!(gate.enter(later, true), Admit::Yes);
         }
         assert_eq!(gate.limit(), None);
     }
@@ -321,7 +427,7 @@ mod tests {
     fn a_slow_first_byte_opens_the_gate() {
         let gate = Gate::new(64);
         let t0 = Instant::now();
-        assert_eq!(gate.enter(t0), Admit::Yes);
+        assert_eq!(gate.enter(t0, true), Admit::Yes);
         gate.first_byte(t0, ms(t0, 10));
         assert_eq!(gate.limit(), None);
     }
@@ -357,8 +463,8 @@ mod tests {
     fn an_epoch_whose_work_ran_short_measures_nothing() {
         let (gate, t0) = probing(64);
         // A transfer runs and ends, and none waited for it: the epoch starts again.
-        assert_eq!(gate.enter(t0), Admit::Yes);
-        gate.leave(ms(t0, 30));
+        assert_eq!(gate.enter(t0, true), Admit::Yes);
+        gate.leave(ms(t0, 30), true);
         assert_eq!(gate.lock().best, None);
         assert!(matches!(gate.lock().regime, Regime::Probing(_)));
         assert_eq!(gate.limit(), Some(START));
@@ -369,31 +475,113 @@ mod tests {
         // Slow streams: the first transfer runs for far longer than an epoch.
         let gate = Gate::new(64);
         let t0 = Instant::now();
-        assert_eq!(gate.enter(t0), Admit::Yes);
+        assert_eq!(gate.enter(t0, true), Admit::Yes);
         gate.first_byte(t0, t0);
         // The waiting transfer is told when the epoch is due, not to wait for an end.
-        assert_eq!(gate.enter(t0), Admit::Until(t0 + MAX_EPOCH));
+        assert_eq!(gate.enter(t0, true), Admit::Until(t0 + MAX_EPOCH));
         gate.bytes.fetch_add(5_000_000, Ordering::Relaxed); // 100 MB/s
         assert_eq!(
-            gate.enter(ms(t0, 30)),
+            gate.enter(ms(t0, 30), true),
             Admit::Until(t0 + MAX_EPOCH),
             "not yet due"
         );
-        assert_eq!(gate.enter(t0 + MAX_EPOCH), Admit::Yes, "the level doubled");
+        assert_eq!(
+            gate.enter(t0 + MAX_EPOCH, true),
+            Admit::Yes,
+            "the level doubled"
+        );
         assert_eq!(gate.limit(), Some(2));
-        assert_eq!(gate.enter(ms(t0, 60)), Admit::Until(ms(t0, 100)));
+        assert_eq!(gate.enter(ms(t0, 60), true), Admit::Until(ms(t0, 100)));
         gate.bytes.fetch_add(10_000_000, Ordering::Relaxed); // 200 MB/s
-        assert_eq!(gate.enter(ms(t0, 100)), Admit::Yes);
+        assert_eq!(gate.enter(ms(t0, 100), true), Admit::Yes);
         assert_eq!(gate.limit(), Some(4));
         assert_eq!(gate.lock().running, 3);
+    }
+
+    #[test]
+    fn small_transfers_wait_for_the_round_trip_apart_from_bulk_ones() {
+        let gate = Gate::new(64);
+        let t0 = Instant::now();
+        for _ in 0..SMALL {
+            assert_eq!(gate.enter(t0, false), Admit::Yes);
+        }
+        assert_eq!(gate.enter(t0, false), Admit::Until(t0 + SHORT));
+        // Bulk transfers are counted apart: the cold gate still runs its first.
+        assert_eq!(gate.enter(t0, true), Admit::Yes);
+        gate.leave(t0, false);
+        assert_eq!(gate.enter(t0, false), Admit::Yes, "a small one ended");
+        // No first byte within SHORT: a long round trip lifts both limits.
+        let later = t0 + SHORT;
+        for _ in SMALL..64 {
+            assert_eq!(gate.enter(later, false), Admit::Yes);
+        }
+        assert_eq!(gate.enter(later, false), Admit::No, "the client's ceiling");
+        assert_eq!(gate.limit(), None);
+        assert_eq!(gate.small_level(), None, "plans assume every slot");
+    }
+
+    #[test]
+    fn a_small_transfer_s_quick_first_byte_keeps_the_short_link_s_limit() {
+        let gate = Arc::new(Gate::new(64));
+        let t0 = Instant::now();
+        assert_eq!(gate.enter(t0, false), Admit::Yes);
+        assert_eq!(gate.small_level(), None, "cold: plans assume every slot");
+        let mut small = Admitted::new(Arc::clone(&gate), false);
+        small.received(100, Some(t0));
+        assert_eq!(
+            gate.small_level(),
+            Some(SMALL),
+            "plans assume the gate's level"
+        );
+        // A short round trip: bulk transfers probe from the start, small ones keep SMALL.
+        assert!(matches!(gate.lock().regime, Regime::Probing(_)));
+        assert_eq!(gate.limit(), Some(START));
+        assert_eq!(gate.bytes.load(Ordering::Relaxed), 0, "bulk bytes only");
+        for _ in 1..SMALL {
+            assert_eq!(gate.enter(ms(t0, 10), false), Admit::Yes);
+        }
+        // Waiting, until one ends or the level's epoch is due.
+        assert_eq!(gate.enter(ms(t0, 10), false), Admit::Until(t0 + GROW));
+        drop(small);
+        assert_eq!(gate.lock().small.running, SMALL - 1);
+        assert_eq!(gate.enter(ms(t0, 10), false), Admit::Yes);
+    }
+
+    #[test]
+    fn the_small_level_doubles_while_transfers_wait_for_it() {
+        let (gate, t0) = probing(64);
+        let fill = |at: Instant| {
+            let mut n = 0;
+            while gate.enter(at, false) == Admit::Yes {
+                n += 1;
+            }
+            n
+        };
+        let level = || gate.lock().small.level;
+        assert_eq!(fill(t0), SMALL);
+        for _ in 0..SMALL {
+            gate.leave(t0, false);
+        }
+        // Some waited in the first epoch: the level doubles when it is due.
+        assert_eq!(gate.enter(t0 + GROW, false), Admit::Yes);
+        assert_eq!(level(), 2 * SMALL);
+        gate.leave(t0 + GROW, false);
+        // None waited in the next: it stays.
+        assert_eq!(gate.enter(t0 + 2 * GROW, false), Admit::Yes);
+        assert_eq!(level(), 2 * SMALL);
+        // It grows again while they wait, never past the client's ceiling.
+        assert_eq!(fill(t0 + 2 * GROW), 2 * SMALL - 1);
+        assert_eq!(fill(t0 + 3 * GROW), 64 - 2 * SMALL);
+        assert_eq!(fill(t0 + 4 * GROW), 0);
+        assert_eq!(level(), 64);
     }
 
     #[test]
     fn an_admitted_transfer_leaves_when_dropped() {
         let gate = Arc::new(Gate::new(64));
         let now = Instant::now();
-        assert_eq!(gate.enter(now), Admit::Yes);
-        let mut a = Admitted::new(Arc::clone(&gate));
+        assert_eq!(gate.enter(now, true), Admit::Yes);
+        let mut a = Admitted::new(Arc::clone(&gate), true);
         a.received(10, Some(now));
         assert_eq!(gate.bytes.load(Ordering::Relaxed), 10);
         assert_eq!(gate.lock().running, 1);

@@ -172,6 +172,12 @@ impl Engine {
             .map_err(Clone::clone)
     }
 
+    /// The slots a plan for `endpoint` should assume, if fewer than the client's
+    /// concurrency (see `gate`); `None` before any remote read.
+    pub(crate) fn slots(&self, endpoint: &str) -> Option<u32> {
+        self.remote.get()?.as_ref().ok()?.slots(endpoint)
+    }
+
     /// Hands the batch's transfers to the workers that serve their backends.
     pub(crate) fn dispatch(&self, batch: &Arc<Shared>, work: Vec<Work>) {
         let mut failed = Vec::new();

@@ -1,15 +1,15 @@
 //! The remote pending queue and how a loop picks its next transfer from it: the oldest one
-//! it may start. A bulk transfer held at its endpoint's gate holds the later transfers of
-//! that endpoint (each endpoint's transfers keep their order), but not what is queued for
-//! other endpoints or what is not bulk: small transfers never wait at a gate, and a held
-//! endpoint must not stall the rest of the client.
+//! it may start. A transfer held at its endpoint's gate holds the later transfers of that
+//! endpoint and kind (bulk or small; each keeps its order), but not what is queued for other
+//! endpoints or of the other kind: the gate counts the two apart, and a held endpoint must
+//! not stall the rest of the client.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::Work;
-use super::gate::{Admit, Admitted, Gate};
+use super::gate::{Admit, Admitted, BULK, Gate};
 use crate::batch::Shared;
 
 /// How far past held bulk transfers a loop looks for one it may start. Bounded, so that a
@@ -28,8 +28,8 @@ pub(crate) struct Pending {
 struct Run {
     batch: Arc<Shared>,
     work: VecDeque<Work>,
-    /// Each transfer's endpoint gate when it is bulk, in step with `work`; `None` for a run
-    /// without bulk transfers (most runs: a list for many small reads is one entry per read).
+    /// Each transfer's endpoint gate, in step with `work`; `None` for a run that paces
+    /// itself (a download's chunks).
     gates: Option<VecDeque<Option<Arc<Gate>>>>,
 }
 
@@ -74,17 +74,18 @@ impl Pending {
 
 /// What a loop may do next.
 pub(crate) enum Next {
-    /// Start this transfer of this batch (with its place at its gate when bulk).
+    /// Start this transfer of this batch (with its place at its gate, if it has one).
     Start(Arc<Shared>, Work, Option<Admitted>),
     /// Nothing to start now; a gate may admit at the instant given (see `Admit::Until`).
     Wait(Option<Instant>),
 }
 
-/// Takes the oldest transfer that may start at `now`: one that is not bulk, belongs to a
-/// cancelled batch (the loop discards it), or whose gate admits it. A gate that refused is
-/// not asked again in the same pick, so the transfers behind it on its endpoint stay queued.
+/// Takes the oldest transfer that may start at `now`: one without a gate, one of a
+/// cancelled batch (the loop discards it), or one its gate admits. A gate that refused a
+/// kind is not asked again for it in the same pick, so the transfers of that kind behind it
+/// on its endpoint stay queued.
 pub(crate) fn next(pending: &mut Pending, now: Instant) -> Next {
-    let mut refused: Vec<Arc<Gate>> = Vec::new();
+    let mut refused: Vec<(Arc<Gate>, bool)> = Vec::new();
     let mut wake: Option<Instant> = None;
     let mut looks = 0;
     for r in 0..pending.runs.len() {
@@ -95,18 +96,25 @@ pub(crate) fn next(pending: &mut Pending, now: Instant) -> Next {
                 return Next::Wait(wake);
             }
             looks += 1;
+            let bulk = run.work[i].length >= BULK;
             let admitted = match gates.and_then(|g| g.get(i)).and_then(Option::as_ref) {
                 None => None,
-                Some(gate) if refused.iter().any(|r| Arc::ptr_eq(r, gate)) => continue,
-                Some(gate) => match gate.enter(now) {
-                    Admit::Yes => Some(Admitted::new(Arc::clone(gate))),
+                Some(gate)
+                    if refused
+                        .iter()
+                        .any(|(r, b)| Arc::ptr_eq(r, gate) && *b == bulk) =>
+                {
+                    continue;
+                }
+                Some(gate) => match gate.enter(now, bulk) {
+                    Admit::Yes => Some(Admitted::new(Arc::clone(gate), bulk)),
                     Admit::No => {
-                        refused.push(Arc::clone(gate));
+                        refused.push((Arc::clone(gate), bulk));
                         continue;
                     }
                     Admit::Until(at) => {
                         wake = Some(wake.map_or(at, |w| w.min(at)));
-                        refused.push(Arc::clone(gate));
+                        refused.push((Arc::clone(gate), bulk));
                         continue;
                     }
                 },
@@ -126,14 +134,15 @@ mod tests {
     use crate::dest::Dest;
     use crate::locator::Locator;
 
-    fn work(tag: u64) -> Work {
+    /// A transfer of `length` bytes whose one read is tagged `tag`.
+    fn work(tag: u64, length: u64) -> Work {
         Work {
             locator: Locator::parse("http://a.example/o").unwrap(),
             offset: 0,
-            length: 1,
+            length,
             parts: vec![super::super::PartRead {
                 offset: 0,
-                length: 1,
+                length,
                 tag,
                 dest: Dest::Alloc,
             }],
@@ -144,12 +153,13 @@ mod tests {
         }
     }
 
-    /// Queues one run of `batch`: a transfer per (tag, gate).
-    fn push(q: &mut Pending, batch: &Arc<Shared>, run: &[(u64, Option<&Arc<Gate>>)]) {
-        let gates = run.iter().map(|(_, g)| g.map(Arc::clone)).collect();
+    /// Queues one run of `batch`: a transfer per (tag, gate, bulk).
+    fn push(q: &mut Pending, batch: &Arc<Shared>, run: &[(u64, Option<&Arc<Gate>>, bool)]) {
+        let gates = run.iter().map(|(_, g, _)| g.map(Arc::clone)).collect();
+        let length = |bulk| if bulk { BULK } else { 1 };
         q.push(
             batch,
-            run.iter().map(|&(t, _)| work(t)).collect(),
+            run.iter().map(|&(t, _, b)| work(t, length(b))).collect(),
             Some(gates),
         );
     }
@@ -177,7 +187,7 @@ mod tests {
     }
 
     #[test]
-    fn a_held_endpoint_holds_only_its_own_later_transfers() {
+    fn a_held_endpoint_holds_only_its_own_later_transfers_of_that_kind() {
         let (one, two) = (Shared::new(8, false), Shared::new(8, false));
         let (a, b) = (Arc::new(Gate::new(64)), Arc::new(Gate::new(64)));
         let mut q = Pending::default();
@@ -185,22 +195,40 @@ mod tests {
             &mut q,
             &one,
             &[
-                (1, Some(&a)), // a cold gate runs 1
-                (2, Some(&a)), // held
-                (3, Some(&a)),
-                (4, None),     // small: never waits
-                (5, Some(&b)), // another endpoint's gate
+                (1, Some(&a), true), // a cold gate runs 1
+                (2, Some(&a), true), // held
+                (3, Some(&a), true),
+                (4, Some(&a), false), // small: counted apart
+                (5, Some(&b), true),  // another endpoint's gate
+                (6, None, false),     // a transfer that paces itself
             ],
         );
-        // Another batch's run: its transfer for `a` stays behind 2, its small one does not.
-        push(&mut q, &two, &[(6, Some(&a)), (7, None)]);
+        // Another batch's run: its bulk transfer for `a` stays behind 2, its small one not.
+        push(&mut q, &two, &[(7, Some(&a), true), (8, Some(&a), false)]);
         let now = Instant::now();
         let (tags, wake) = started(&mut q, now);
-        assert_eq!(tags, [1, 4, 5, 7]);
+        assert_eq!(tags, [1, 4, 5, 6, 8]);
         // The cold gate may open once its first admission is 2 ms old.
         assert_eq!(wake, Some(now + super::super::gate::SHORT));
-        assert_eq!(left(&q), [2, 3, 6]);
+        assert_eq!(left(&q), [2, 3, 7]);
         assert_eq!(q.runs.len(), 2);
+    }
+
+    #[test]
+    fn a_cold_endpoint_runs_a_few_small_transfers_until_it_knows_the_round_trip() {
+        let batch = Shared::new(8, false);
+        let a = Arc::new(Gate::new(64));
+        let mut q = Pending::default();
+        let small: Vec<_> = (0..40).map(|t| (t, Some(&a), false)).collect();
+        push(&mut q, &batch, &small);
+        let now = Instant::now();
+        let (tags, wake) = started(&mut q, now);
+        assert_eq!(tags.len(), super::super::gate::SMALL as usize);
+        assert_eq!(wake, Some(now + super::super::gate::SHORT));
+        // No first byte by then: a long round trip, and the rest start.
+        let (tags, _) = started(&mut q, now + super::super::gate::SHORT);
+        assert_eq!(tags.len(), 40 - super::super::gate::SMALL as usize);
+        assert!(q.is_empty());
     }
 
     #[test]
@@ -213,9 +241,13 @@ mod tests {
         push(
             &mut q,
             &live,
-            &[(1, Some(&a)), (2, Some(&a)), (3, Some(&a))],
+            &[
+                (1, Some(&a), true),
+                (2, Some(&a), true),
+                (3, Some(&a), true),
+            ],
         );
-        push(&mut q, &gone, &[(4, Some(&a))]);
+        push(&mut q, &gone, &[(4, Some(&a), true)]);
         let (tags, _) = started(&mut q, Instant::now());
         assert_eq!(tags, [1, 4]);
         assert_eq!(left(&q), [2, 3]);
@@ -224,7 +256,7 @@ mod tests {
     #[test]
     fn a_run_keeps_the_planner_s_buffer_and_leaves_the_queue_when_empty() {
         let batch = Shared::new(8, false);
-        let work: Vec<Work> = (0..3).map(work).collect();
+        let work: Vec<Work> = (0..3).map(|t| work(t, 1)).collect();
         let buffer = work.as_ptr();
         let mut q = Pending::default();
         q.push(&batch, work, None);
@@ -241,11 +273,12 @@ mod tests {
         let batch = Shared::new(8, false);
         let a = Arc::new(Gate::new(64));
         let mut q = Pending::default();
-        let held: Vec<(u64, Option<&Arc<Gate>>)> =
-            (0..LOOKAHEAD as u64 + 1).map(|t| (t, Some(&a))).collect();
+        let held: Vec<_> = (0..LOOKAHEAD as u64 + 1)
+            .map(|t| (t, Some(&a), true))
+            .collect();
         push(&mut q, &batch, &held);
-        push(&mut q, &batch, &[(999, None)]);
-        // One admitted (a cold gate's start), the rest held; the small transfer sits past
+        push(&mut q, &batch, &[(999, None, false)]);
+        // One admitted (a cold gate's start), the rest held; the ungated transfer sits past
         // the look-ahead.
         let (tags, _) = started(&mut q, Instant::now());
         assert_eq!(tags, [0]);

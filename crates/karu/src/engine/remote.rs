@@ -26,7 +26,7 @@ use tokio::sync::Notify;
 
 use super::credentials::{CredentialStage, Lookups, Resolver, Scope};
 use super::exchange::{Env, RangeRead};
-use super::gate::{Admitted, BULK, Gate};
+use super::gate::{Admitted, Gate};
 use super::link::{self, LinkTable, Meter};
 use super::parts::Parts;
 use super::pending::{self, Next, Pending};
@@ -113,7 +113,7 @@ struct Inner {
     concurrency: usize,
     shutdown: AtomicBool,
     settings: Settings,
-    /// Bulk admission per endpoint (see [`super::gate`]).
+    /// Admission per endpoint (see [`super::gate`]).
     gates: Mutex<HashMap<String, Arc<Gate>>>,
     /// What the loops' `ended` times count from.
     epoch: Instant,
@@ -161,19 +161,32 @@ impl Inner {
         Some(Arc::clone(gate))
     }
 
+    /// The small transfers `endpoint`'s gate lets run at once, if it limits them (see
+    /// [`Gate::small_level`]).
+    fn small_level(&self, endpoint: &str) -> Option<u32> {
+        let gates = self.gates.lock().unwrap_or_else(|e| e.into_inner());
+        gates.get(endpoint)?.small_level()
+    }
+
     /// Queues transfers and wakes the loop that takes them first (see [`Inner::packs`]).
     fn enqueue(&self, batch: &Arc<Shared>, work: Vec<Work>) {
         if work.is_empty() {
             return;
         }
-        // Gates are found before the queue's lock is taken (a bulk transfer is at least 4
-        // MiB, so finding its endpoint costs little beside it), and only for a batch with
-        // bulk transfers: most have none, and a list for many small reads is one per read.
-        let gated = !batch.paces_itself();
-        let bulk = |w: &Work| gated && w.length >= BULK;
-        let gates = work.iter().any(bulk).then(|| {
+        // Gates are found before the queue's lock is taken, once per run of transfers to one
+        // object (finding an endpoint prepares a request: a list for many small reads is one
+        // transfer per read, mostly of one object).
+        let gates = (!batch.paces_itself()).then(|| {
+            let mut last: Option<(&Locator, Option<Arc<Gate>>)> = None;
             work.iter()
-                .map(|w| bulk(w).then(|| self.gate(&w.locator)).flatten())
+                .map(|w| match &last {
+                    Some((locator, gate)) if *locator == &w.locator => gate.clone(),
+                    _ => {
+                        let gate = self.gate(&w.locator);
+                        last = Some((&w.locator, gate.clone()));
+                        gate
+                    }
+                })
                 .collect()
         });
         self.pending().push(batch, work, gates);
@@ -350,6 +363,12 @@ impl Remote {
             })?;
         }
         Ok(remote)
+    }
+
+    /// The slots a plan for `endpoint` should assume, if its gate holds fewer than the
+    /// client's concurrency (see [`Gate::small_level`]).
+    pub(crate) fn slots(&self, endpoint: &str) -> Option<u32> {
+        self.inner.small_level(endpoint)
     }
 
     /// Queues transfers: signed backends through the credential stage, the rest straight
@@ -539,8 +558,8 @@ fn run_loop(
                 if !inner.reserve() {
                     break; // every place taken: a transfer's end wakes its loop
                 }
-                // A bulk transfer waits at its endpoint's gate, with what is queued behind
-                // it for that endpoint; other work goes past it.
+                // A transfer waits at its endpoint's gate, with what is queued behind it for
+                // that endpoint and kind; other work goes past it.
                 let picked = pending::next(&mut inner.pending(), Instant::now());
                 let (batch, work, admitted) = match picked {
                     Next::Start(batch, work, admitted) => (batch, work, admitted),
@@ -613,7 +632,7 @@ fn wake_at(inner: &Arc<Inner>, index: usize, at: Instant, timer: &Rc<Cell<Option
 
 /// Runs one transfer and completes its reads; a panic on the way fails them instead (NOMEM:
 /// in a release build the only panics left to reach here are failed allocations).
-/// `admitted` is its place at its endpoint's gate when it is bulk.
+/// `admitted` is its place at its endpoint's gate, if it has one.
 async fn run_transfer(
     state: &LoopState,
     batch: Arc<Shared>,
