@@ -12,7 +12,7 @@ use super::Work;
 use super::gate::{Admit, Admitted, BULK, Gate};
 use crate::batch::Shared;
 
-/// How far past held bulk transfers a loop looks for one it may start. Bounded, so that a
+/// How far past held transfers a loop looks for one it may start. Bounded, so that a
 /// deep queue behind many held transfers costs each pick at most this many looks.
 const LOOKAHEAD: usize = 256;
 
