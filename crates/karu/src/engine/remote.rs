@@ -174,9 +174,9 @@ impl Inner {
             return;
         }
         // Gates are found before the queue's lock is taken, once per run of transfers to one
-        // object: finding an endpoint prepares a request (0.4–0.7 µs measured; a transfer
-        // costs the client tens of µs), and a list for many small reads is one transfer per read,
-        // mostly of one object.
+        // object: finding an endpoint prepares a request (0.4–0.7 µs measured, where a
+        // transfer costs the client tens of µs), and a list for many small reads is one
+        // transfer per read, mostly of one object.
         let gates = (!batch.paces_itself()).then(|| {
             let mut last: Option<(&Locator, Option<Arc<Gate>>)> = None;
             work.iter()
