@@ -95,12 +95,7 @@ impl Client {
     fn estimate_in(&self, engine: &Engine, locator: &Locator) -> LinkEstimate {
         let concurrency = self.inner.settings.concurrency();
         match link::locator_endpoint(&self.inner.settings, locator) {
-            Some(endpoint) => {
-                let slots = engine
-                    .slots(&endpoint)
-                    .map_or(concurrency, |s| s.min(concurrency));
-                engine.links.estimate(&endpoint, slots)
-            }
+            Some(endpoint) => engine.estimate(&endpoint, concurrency),
             None => LinkEstimate::priors(concurrency),
         }
     }

@@ -200,27 +200,23 @@ impl Gate {
     }
 
     fn enter_small(&self, s: &mut State, now: Instant) -> Admit {
+        let open = s.regime == Regime::Open;
         let small = &mut s.small;
-        if s.regime == Regime::Open {
-            if small.running < self.ceiling {
-                small.running += 1;
-                return Admit::Yes;
+        if !open {
+            let since = *small.since.get_or_insert(now);
+            if now.saturating_duration_since(since) >= GROW {
+                if small.refused {
+                    small.level = small.level.saturating_mul(2).min(self.ceiling);
+                }
+                small.since = Some(now);
+                small.refused = false;
             }
-            return Admit::No;
         }
-        let since = *small.since.get_or_insert(now);
-        if now.saturating_duration_since(since) >= GROW {
-            if small.refused {
-                small.level = small.level.saturating_mul(2).min(self.ceiling);
-            }
-            small.since = Some(now);
-            small.refused = false;
-        }
-        if small.running < small.level {
+        if small.running < if open { self.ceiling } else { small.level } {
             small.running += 1;
             return Admit::Yes;
         }
-        if small.level >= self.ceiling {
+        if open || small.level >= self.ceiling {
             return Admit::No;
         }
         small.refused = true;

@@ -138,7 +138,7 @@ pub(crate) struct Engine {
     /// Started on the first remote read.
     remote: OnceLock<Result<Remote>>,
     /// What the remote loops learn of each endpoint's link.
-    pub(crate) links: Arc<link::LinkTable>,
+    links: Arc<link::LinkTable>,
 }
 
 /// Splits `work` into what `pred` holds for and the rest, like `Iterator::partition`, but
@@ -172,10 +172,16 @@ impl Engine {
             .map_err(Clone::clone)
     }
 
-    /// The slots a plan for `endpoint` should assume, if fewer than the client's
-    /// concurrency (see `gate`); `None` before any remote read.
-    pub(crate) fn slots(&self, endpoint: &str) -> Option<u32> {
-        self.remote.get()?.as_ref().ok()?.slots(endpoint)
+    /// The link estimate a plan for `endpoint` assumes: what the loops measured, with as many
+    /// slots as the endpoint's gate lets small transfers have (`concurrency` unless it
+    /// limits them; see `gate`).
+    pub(crate) fn estimate(&self, endpoint: &str, concurrency: u32) -> crate::plan::LinkEstimate {
+        let slots = match self.remote.get() {
+            Some(Ok(remote)) => remote.small_level(endpoint),
+            _ => None,
+        };
+        self.links
+            .estimate(endpoint, slots.map_or(concurrency, |s| s.min(concurrency)))
     }
 
     /// Hands the batch's transfers to the workers that serve their backends.

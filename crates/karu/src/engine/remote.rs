@@ -161,13 +161,6 @@ impl Inner {
         Some(Arc::clone(gate))
     }
 
-    /// The small transfers `endpoint`'s gate lets run at once, if it limits them (see
-    /// [`Gate::small_level`]).
-    fn small_level(&self, endpoint: &str) -> Option<u32> {
-        let gates = self.gates.lock().unwrap_or_else(|e| e.into_inner());
-        gates.get(endpoint)?.small_level()
-    }
-
     /// Queues transfers and wakes the loop that takes them first (see [`Inner::packs`]).
     fn enqueue(&self, batch: &Arc<Shared>, work: Vec<Work>) {
         if work.is_empty() {
@@ -366,10 +359,11 @@ impl Remote {
         Ok(remote)
     }
 
-    /// The slots a plan for `endpoint` should assume, if its gate holds fewer than the
-    /// client's concurrency (see [`Gate::small_level`]).
-    pub(crate) fn slots(&self, endpoint: &str) -> Option<u32> {
-        self.inner.small_level(endpoint)
+    /// The small transfers `endpoint`'s gate lets run at once, if it limits them (see
+    /// [`Gate::small_level`]).
+    pub(crate) fn small_level(&self, endpoint: &str) -> Option<u32> {
+        let gates = self.inner.gates.lock().unwrap_or_else(|e| e.into_inner());
+        gates.get(endpoint)?.small_level()
     }
 
     /// Queues transfers: signed backends through the credential stage, the rest straight
