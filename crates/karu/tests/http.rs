@@ -487,6 +487,39 @@ fn probes_size_stat_and_read_ends() {
 }
 
 #[test]
+fn probes_and_a_batch_side_by_side_on_a_long_round_trip() {
+    let server = RangeServer::start();
+    let c = client(&[("KARU_CONCURRENCY", "6")]);
+    // Slow answers: no first byte comes soon, so the endpoint's gate opens, and every probe
+    // overlaps the others.
+    let l = object(&server, "/ok/probes?size=1000000&delay_ms=20");
+    let reads = (0..40u64)
+        .map(|i| Read::new(&l, i * 20_000, 100).tag(i))
+        .collect();
+    let batch = c.submit(reads).unwrap();
+    std::thread::scope(|s| {
+        for i in 0..30u64 {
+            let (c, l) = (&c, &l);
+            s.spawn(move || {
+                if i % 3 == 0 {
+                    assert_eq!(c.stat(l).unwrap().size, 1_000_000);
+                } else {
+                    // Head and tail side by side: two exchanges.
+                    let ends = c.read_ends(l, 100 + i, 50).unwrap();
+                    assert_eq!(ends.head, content::bytes("probes", 0, 100 + i as usize));
+                    assert_eq!(ends.tail, content::bytes("probes", 999_950, 50));
+                }
+            });
+        }
+        for d in collect(&batch) {
+            content::check("probes", d.tag * 20_000, d.bytes()).unwrap();
+        }
+    });
+    // Probes take none of the batch's places (KARU_CONCURRENCY bounds transfers).
+    assert!(server.max_in_flight() > 6, "{}", server.max_in_flight());
+}
+
+#[test]
 fn concurrency_never_exceeds_the_limit_and_connections_are_reused() {
     let server = RangeServer::start();
     let c = client(&[("KARU_CONCURRENCY", "8"), ("KARU_COALESCE_GAP", "0")]);

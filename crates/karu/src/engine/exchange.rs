@@ -28,6 +28,7 @@ use crate::validate::{self, Deadline, Expect, Head, etag};
 use super::credentials::Lookups;
 use super::gate::BULK;
 use super::link::Meter;
+use super::remote::{Entry, Gates};
 use super::secrets::{self, Sent};
 
 /// What one attempt asks the loop to do next.
@@ -67,6 +68,9 @@ pub(crate) struct Env<'a> {
     pub(crate) profiles: &'a Profiles,
     /// Times and bytes of the current attempt, for the link estimates.
     pub(crate) meter: Meter<'a>,
+    /// For a probe: the gates each exchange passes first (a batch's transfer passed its
+    /// gate before it ran).
+    pub(crate) gates: Option<&'a Gates>,
 }
 
 impl Env<'_> {
@@ -145,18 +149,24 @@ pub(crate) async fn run<H: Handler>(
     handler: &mut H,
 ) -> Result<H::Output> {
     let mut sent = Sent::default();
-    attempts(env, locator, access, handler, &mut sent)
+    let mut entry = match env.gates {
+        Some(gates) => Some(gates.enter(locator).await),
+        None => None,
+    };
+    attempts(env, locator, access, handler, &mut sent, entry.as_mut())
         .await
         .map_err(|e| secrets::redact(env.settings, locator, &sent, e))
 }
 
-/// [`run`]'s attempt loop; `sent` notes what each attempt sent.
+/// [`run`]'s attempt loop; `sent` notes what each attempt sent; `entry` (a probe's) hears
+/// of each answer.
 async fn attempts<H: Handler>(
     env: &Env<'_>,
     locator: &Locator,
     access: &Access,
     handler: &mut H,
     sent: &mut Sent,
+    mut entry: Option<&mut Entry>,
 ) -> Result<H::Output> {
     let url = locator.display();
     let timeout = env.settings.request_timeout();
@@ -232,6 +242,9 @@ async fn attempts<H: Handler>(
                 Some(Ok(resp)) => {
                     throttled.set(matches!(resp.status, 429 | 503));
                     env.note_response(&resp);
+                    if let Some(e) = entry.as_deref_mut() {
+                        e.answered(env.meter.sent_at());
+                    }
                     if signs && matches!(resp.status, 301 | 307 | 400 | 401 | 403) {
                         // Provider hints live in the error body: read it here, once.
                         let prefix = error_prefix(env.settings, resp.body).await;

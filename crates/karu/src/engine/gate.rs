@@ -163,16 +163,36 @@ impl Gate {
     /// if so).
     pub(crate) fn enter(&self, now: Instant, bulk: bool) -> Admit {
         let mut s = self.lock();
+        Self::judge_cold(&mut s, now);
+        self.admit(&mut s, now, bulk)
+    }
+
+    /// Whether a probe (a `stat` or `read_ends` exchange) may start at `now`. While the
+    /// round trip is unknown or short it is a small transfer (as [`Gate::enter`]); where it
+    /// is long, parallel probes hide it, and every one goes at once, uncounted (`None`): a
+    /// probe takes none of the client's places (the spec keeps probes apart from
+    /// `KARU_CONCURRENCY`), so neither may it take a batch's small transfers' slots.
+    pub(crate) fn enter_probe(&self, now: Instant) -> Option<Admit> {
+        let mut s = self.lock();
+        Self::judge_cold(&mut s, now);
+        (s.regime != Regime::Open).then(|| self.admit(&mut s, now, false))
+    }
+
+    /// A cold gate with no first byte within [`SHORT`] of its first admission: a long round
+    /// trip, which parallel transfers hide, so it opens.
+    fn judge_cold(s: &mut State, now: Instant) {
         if let Regime::Cold { since: Some(t) } = s.regime
             && now.saturating_duration_since(t) >= SHORT
         {
-            // No first byte in time: a long round trip, which parallel transfers hide.
             s.regime = Regime::Open;
         }
+    }
+
+    fn admit(&self, s: &mut State, now: Instant, bulk: bool) -> Admit {
         let admit = if bulk {
-            self.enter_bulk(&mut s, now)
+            self.enter_bulk(s, now)
         } else {
-            self.enter_small(&mut s, now)
+            self.enter_small(s, now)
         };
         if admit == Admit::Yes
             && let Regime::Cold { since: None } = s.regime
@@ -570,6 +590,25 @@ mod tests {
         assert_eq!(fill(t0 + 3 * GROW), 64 - 2 * SMALL);
         assert_eq!(fill(t0 + 4 * GROW), 0);
         assert_eq!(level(), 64);
+    }
+
+    #[test]
+    fn probes_count_as_small_transfers_until_the_gate_opens() {
+        let gate = Gate::new(4);
+        let t0 = Instant::now();
+        for _ in 0..4 {
+            assert_eq!(gate.enter_probe(t0), Some(Admit::Yes));
+        }
+        assert_eq!(gate.lock().small.running, 4);
+        assert_eq!(gate.enter_probe(t0), Some(Admit::No), "the ceiling");
+        // No first byte within SHORT: open, and probes go uncounted.
+        assert_eq!(gate.enter_probe(t0 + SHORT), None);
+        assert_eq!(gate.lock().small.running, 4);
+        assert_eq!(
+            gate.enter(t0 + SHORT, false),
+            Admit::No,
+            "batches keep their ceiling"
+        );
     }
 
     #[test]

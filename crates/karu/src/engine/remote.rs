@@ -3,7 +3,7 @@
 //! while the client's running transfers are below `KARU_CONCURRENCY`, so a million queued
 //! reads are a million small queue entries, not a million futures, sockets or buffers.
 //! One-off jobs (probes, a download's stream) go to the least busy loop and do not wait for
-//! room.
+//! room; a probe's exchanges do pass their endpoint's gate ([`Gates`]).
 //!
 //! A loop takes work while it runs fewer transfers than its share of `KARU_CONCURRENCY` (so
 //! each keeps a steady set of connections), and beyond its share while the bytes it has in
@@ -26,7 +26,7 @@ use tokio::sync::Notify;
 
 use super::credentials::{CredentialStage, Lookups, Resolver, Scope};
 use super::exchange::{Env, RangeRead};
-use super::gate::{Admitted, Gate};
+use super::gate::{Admit, Admitted, Gate};
 use super::link::{self, LinkTable, Meter};
 use super::parts::Parts;
 use super::pending::{self, Next, Pending};
@@ -66,6 +66,8 @@ pub(crate) struct LoopState {
     profiles: backends::Profiles,
     /// The client's link estimates, which every exchange feeds.
     links: Arc<LinkTable>,
+    /// The client's endpoint gates, which a probe's exchanges pass.
+    gates: Gates,
 }
 
 impl LoopState {
@@ -81,6 +83,76 @@ impl LoopState {
             lookups: &self.lookups,
             profiles: &self.profiles,
             meter: Meter::new(Some(&self.links)),
+            gates: None,
+        }
+    }
+
+    /// [`env`](LoopState::env) for a probe: each exchange first passes its endpoint's gate,
+    /// as a batch's small transfer does, so that a short link is not given a connection per
+    /// probe (64 `read_ends` at once opened 128 connections to a loopback server).
+    pub(crate) fn probe_env<'a>(&'a self, counters: Option<&'a Shared>) -> Env<'a> {
+        Env {
+            gates: Some(&self.gates),
+            ..self.env(counters)
+        }
+    }
+}
+
+/// The client's endpoint gates, as a probe's exchange meets them.
+pub(crate) struct Gates(Arc<Inner>);
+
+impl Gates {
+    /// Waits until `locator`'s gate lets a probe go (see [`Gate::enter_probe`]).
+    pub(crate) async fn enter(&self, locator: &Locator) -> Entry {
+        let inner = &self.0;
+        let Some(gate) = inner.gate(locator) else {
+            return Entry::default();
+        };
+        loop {
+            // Listening before asking, so an end in between is not missed.
+            let ended = inner.ended.notified();
+            let mut ended = std::pin::pin!(ended);
+            ended.as_mut().enable();
+            match gate.enter_probe(Instant::now()) {
+                None => return Entry::default(),
+                Some(Admit::Yes) => {
+                    return Entry(Some((Admitted::new(gate, false), Arc::clone(inner))));
+                }
+                Some(Admit::No) => ended.await,
+                Some(Admit::Until(at)) => {
+                    tokio::select! {
+                        () = ended => {}
+                        () = tokio::time::sleep_until(at.into()) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A probe's exchange's admission at its gate (none where the gate let it go uncounted),
+/// given back when dropped.
+#[derive(Default)]
+pub(crate) struct Entry(Option<(Admitted, Arc<Inner>)>);
+
+impl Entry {
+    /// The answer to the request that went out at `sent` arrived: its round trip tells the
+    /// gate as a transfer's first byte does.
+    pub(crate) fn answered(&mut self, sent: Option<Instant>) {
+        if let Some((admitted, _)) = self.0.as_mut() {
+            admitted.received(0, sent);
+        }
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        if let Some((admitted, inner)) = self.0.take() {
+            // The gate learns the end first; then whoever waits for it asks again: probes,
+            // and the loop whose transfers it held.
+            drop(admitted);
+            inner.ended.notify_waiters();
+            inner.wake_packer();
         }
     }
 }
@@ -115,6 +187,8 @@ struct Inner {
     settings: Settings,
     /// Admission per endpoint (see [`super::gate`]).
     gates: Mutex<HashMap<String, Arc<Gate>>>,
+    /// Told whenever a transfer or a gated probe ends (see [`Gates::enter`]).
+    ended: Notify,
     /// What the loops' `ended` times count from.
     epoch: Instant,
 }
@@ -143,6 +217,7 @@ impl Inner {
             shutdown: AtomicBool::new(false),
             settings: settings.clone(),
             gates: Mutex::new(HashMap::new()),
+            ended: Notify::new(),
             epoch: Instant::now(),
         }
     }
@@ -532,6 +607,7 @@ fn run_loop(
             lookups,
             profiles: backends::Profiles::default(),
             links,
+            gates: Gates(Arc::clone(inner)),
         });
         let slot = &inner.slots[index];
         // When this loop's gate timer fires, if one is set.
@@ -587,6 +663,8 @@ fn run_loop(
                     slot.active.fetch_sub(1, Ordering::AcqRel);
                     slot.bytes.fetch_sub(length, Ordering::AcqRel);
                     inner.release();
+                    // Probes waiting at the transfer's gate ask again.
+                    inner.ended.notify_waiters();
                     slot.wake.notify_one();
                 }));
             }
@@ -829,6 +907,51 @@ mod tests {
         assert!(!stale.idle_at(0, || Duration::from_secs(1) + POOL_IDLE_TIMEOUT));
         assert_eq!(stale.slots[0].peak.load(Ordering::Acquire), 3);
         assert_eq!(stale.packer(), Some(1));
+    }
+
+    /// Whether `f` is still pending when polled once.
+    async fn pending<F: Future + Unpin>(f: &mut F) -> bool {
+        std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *f).poll(cx).is_pending())).await
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_probe_waits_at_its_gate_until_a_transfer_ends_or_the_gate_opens() {
+        let inner = Arc::new(loaded(&[(0, 0)]));
+        let gates = Gates(Arc::clone(&inner));
+        let object = Locator::parse("http://127.0.0.1:1/probe.bin").unwrap();
+        let gate = inner.gate(&object).unwrap();
+        // Cold: the small transfers of a batch fill the gate's level (2, the client's
+        // ceiling), so the probe waits.
+        let t0 = Instant::now();
+        let mut batch: Vec<Admitted> = (0..2)
+            .map(|_| {
+                assert_eq!(gate.enter(t0, false), Admit::Yes);
+                Admitted::new(Arc::clone(&gate), false)
+            })
+            .collect();
+        batch[0].received(10, Some(t0)); // a short round trip: the gate stays shut
+        let probe = gates.enter(&object);
+        let mut probe = std::pin::pin!(probe);
+        assert!(pending(&mut probe).await);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(pending(&mut probe).await, "no end yet");
+        // A transfer ends (its loop tells the probes): the probe takes its slot.
+        drop(batch.pop());
+        inner.ended.notify_waiters();
+        let mut entry = probe.await;
+        assert!(entry.0.is_some(), "counted at its gate");
+        entry.answered(Some(Instant::now()));
+        drop(entry);
+        // A gate opened by a long round trip lets probes go at once, uncounted.
+        let far = Locator::parse("http://127.0.0.2:1/far.bin").unwrap();
+        let far_gate = inner.gate(&far).unwrap();
+        let earlier = Instant::now()
+            .checked_sub(Duration::from_millis(3))
+            .unwrap();
+        assert_eq!(far_gate.enter(earlier, false), Admit::Yes);
+        for _ in 0..4 {
+            assert!(gates.enter(&far).await.0.is_none());
+        }
     }
 
     #[test]

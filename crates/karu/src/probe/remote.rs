@@ -165,7 +165,7 @@ async fn read_span(
 
 /// Size and strong ETag with one one-byte GET.
 pub(crate) async fn stat(state: &LoopState, locator: &Locator) -> Result<ObjectInfo> {
-    let env = state.env(None);
+    let env = state.probe_env(None);
     let (total, etag, last_modified) =
         exchange::run(&env, locator, &Access::default(), &mut SizeProbe).await?;
     Ok(ObjectInfo {
@@ -219,7 +219,7 @@ pub(crate) async fn read_ends(
             date_pin: None,
         });
     }
-    let env = state.env(counters);
+    let env = state.probe_env(counters);
     let woff = locator.window_offset();
     // The visible object ends by byte 2^64 - 1: longer ends ask for nothing more.
     let (head, tail) = (head.min(u64::MAX - woff), tail.min(u64::MAX - woff));
