@@ -41,10 +41,10 @@ use std::time::{Duration, Instant};
 /// planner's smallest piece, so every piece of a cut transfer is bulk). On a short link such
 /// a transfer's time is its bytes, and whether more of them at once carry more is measured,
 /// not assumed. Workload H at RTT 0 (15 transfers of 3.2 MB, 10 runs each, 2026-12-05):
-/// counted as small (below 4 MiB), all 15 ran at once, 24 ms on nginx and 26 on the test kit
-/// server against the guards' one stream's 16–21; counted as bulk, 18 and 21 ms on 1–2
-/// streams. On s3s-fs, whose streams are each slow, the probing costs H 142 ms against 108
-/// (its other readers 178 and more).
+/// counted as small (below 4 MiB), all 15 ran at once, 24–26 ms on nginx and 26–28 on the
+/// test kit server against the guards' one stream's 16–22; counted as bulk, 18–22 and 21–23
+/// ms on 1–2 streams. On s3s-fs, whose streams are each slow, the probing costs H 126–142 ms
+/// against 106–108 (its other readers 178 and more).
 pub(crate) const BULK: u64 = crate::plan::cost::MIN_PIECE / 4;
 /// Bulk transfers a cold or probing endpoint starts with: one, since on a short link one
 /// stream is often the fastest, and probing doubles from it within a few epochs where more
