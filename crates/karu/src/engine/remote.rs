@@ -108,6 +108,8 @@ impl Gates {
         let Some(gate) = inner.gate(locator) else {
             return Entry::default();
         };
+        // Counted as waiting before it first asks, so an end after that tells it.
+        let _waiting = Waiting::new(&inner.probes_waiting);
         loop {
             // Listening before asking, so an end in between is not missed.
             let ended = inner.ended.notified();
@@ -127,6 +129,22 @@ impl Gates {
                 }
             }
         }
+    }
+}
+
+/// A probe counted among those waiting at a gate while it lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Waiting<'a> {
+        count.fetch_add(1, Ordering::SeqCst);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -151,7 +169,7 @@ impl Drop for Entry {
             // The gate learns the end first; then whoever waits for it asks again: probes,
             // and the loop whose transfers it held.
             drop(admitted);
-            inner.ended.notify_waiters();
+            inner.tell_probes();
             inner.wake_packer();
         }
     }
@@ -187,8 +205,10 @@ struct Inner {
     settings: Settings,
     /// Admission per endpoint (see [`super::gate`]).
     gates: Mutex<HashMap<String, Arc<Gate>>>,
-    /// Told whenever a transfer or a gated probe ends (see [`Gates::enter`]).
+    /// Told when a transfer or a gated probe ends while probes wait (see [`Gates::enter`]).
     ended: Notify,
+    /// Probes waiting at a gate.
+    probes_waiting: AtomicUsize,
     /// What the loops' `ended` times count from.
     epoch: Instant,
 }
@@ -218,6 +238,7 @@ impl Inner {
             settings: settings.clone(),
             gates: Mutex::new(HashMap::new()),
             ended: Notify::new(),
+            probes_waiting: AtomicUsize::new(0),
             epoch: Instant::now(),
         }
     }
@@ -333,6 +354,17 @@ impl Inner {
 
     fn release(&self) {
         self.running.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Tells the probes waiting at a gate that a transfer or probe left its gate (after it
+    /// did), so they ask again. Every transfer's end calls it: the `Notify`'s lock, shared
+    /// by the loops, is taken only while a probe waits. A probe counts itself waiting before
+    /// it asks its gate, and the gate's lock orders that ask against the leave, so an end
+    /// that finds none waiting left before the probe asked, which then saw it.
+    fn tell_probes(&self) {
+        if self.probes_waiting.load(Ordering::SeqCst) > 0 {
+            self.ended.notify_waiters();
+        }
     }
 }
 
@@ -663,8 +695,7 @@ fn run_loop(
                     slot.active.fetch_sub(1, Ordering::AcqRel);
                     slot.bytes.fetch_sub(length, Ordering::AcqRel);
                     inner.release();
-                    // Probes waiting at the transfer's gate ask again.
-                    inner.ended.notify_waiters();
+                    inner.tell_probes();
                     slot.wake.notify_one();
                 }));
             }
@@ -937,7 +968,7 @@ mod tests {
         assert!(pending(&mut probe).await, "no end yet");
         // A transfer ends (its loop tells the probes): the probe takes its slot.
         drop(batch.pop());
-        inner.ended.notify_waiters();
+        inner.tell_probes();
         let mut entry = probe.await;
         assert!(entry.0.is_some(), "counted at its gate");
         entry.answered(Some(Instant::now()));
