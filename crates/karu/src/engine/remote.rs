@@ -116,9 +116,10 @@ impl Gates {
             let mut ended = std::pin::pin!(ended);
             ended.as_mut().enable();
             match gate.enter_probe(Instant::now()) {
-                None => return Entry::default(),
+                None => return Entry(Some(Pass::Uncounted(gate))),
                 Some(Admit::Yes) => {
-                    return Entry(Some((Admitted::new(gate, false), Arc::clone(inner))));
+                    let admitted = Admitted::new(gate, false);
+                    return Entry(Some(Pass::Counted(admitted, Arc::clone(inner))));
                 }
                 Some(Admit::No) => ended.await,
                 Some(Admit::Until(at)) => {
@@ -148,24 +149,34 @@ impl Drop for Waiting<'_> {
     }
 }
 
-/// A probe's exchange's admission at its gate (none where the gate let it go uncounted),
-/// given back when dropped.
+/// A probe's exchange's pass through its gate (none where the endpoint has no gate), given
+/// back when dropped.
 #[derive(Default)]
-pub(crate) struct Entry(Option<(Admitted, Arc<Inner>)>);
+pub(crate) struct Entry(Option<Pass>);
+
+/// How a gate let a probe go.
+enum Pass {
+    /// Uncounted, where the gate is open: its answer may still show a short round trip.
+    Uncounted(Arc<Gate>),
+    /// Admitted as a small transfer.
+    Counted(Admitted, Arc<Inner>),
+}
 
 impl Entry {
     /// The answer to the request that went out at `sent` arrived: its round trip tells the
     /// gate as a transfer's first byte does.
     pub(crate) fn answered(&mut self, sent: Option<Instant>) {
-        if let Some((admitted, _)) = self.0.as_mut() {
-            admitted.received(0, sent);
+        match (&mut self.0, sent) {
+            (Some(Pass::Counted(admitted, _)), _) => admitted.received(0, sent),
+            (Some(Pass::Uncounted(gate)), Some(sent)) => gate.first_byte(sent, Instant::now()),
+            _ => {}
         }
     }
 }
 
 impl Drop for Entry {
     fn drop(&mut self) {
-        if let Some((admitted, inner)) = self.0.take() {
+        if let Some(Pass::Counted(admitted, inner)) = self.0.take() {
             // The gate learns the end first; then whoever waits for it asks again: probes,
             // and the loop whose transfers it held.
             drop(admitted);
@@ -980,9 +991,18 @@ mod tests {
             .checked_sub(Duration::from_millis(3))
             .unwrap();
         assert_eq!(far_gate.enter(earlier, false), Admit::Yes);
+        let mut entries = Vec::new();
         for _ in 0..4 {
-            assert!(gates.enter(&far).await.0.is_none());
+            entries.push(gates.enter(&far).await);
+            assert!(matches!(
+                entries.last().unwrap().0,
+                Some(Pass::Uncounted(_))
+            ));
         }
+        // An uncounted probe answered at once: the round trip is short after all (the late
+        // first byte was a busy machine's), and the next probe is counted again.
+        entries[0].answered(Some(Instant::now()));
+        assert!(matches!(gates.enter(&far).await.0, Some(Pass::Counted(..))));
     }
 
     #[test]
