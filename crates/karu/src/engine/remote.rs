@@ -993,11 +993,9 @@ mod tests {
         assert_eq!(far_gate.enter(earlier, false), Admit::Yes);
         let mut entries = Vec::new();
         for _ in 0..4 {
-            entries.push(gates.enter(&far).await);
-            assert!(matches!(
-                entries.last().unwrap().0,
-                Some(Pass::Uncounted(_))
-            ));
+            let entry = gates.enter(&far).await;
+            assert!(matches!(entry.0, Some(Pass::Uncounted(_))));
+            entries.push(entry);
         }
         // An uncounted probe answered at once: the round trip is short after all (the late
         // first byte was a busy machine's), and the next probe is counted again.
