@@ -396,7 +396,8 @@ pub(crate) fn transport_step<T>(url: &str, e: TransportError) -> Step<T> {
         | TransportErrorKind::RedirectBlocked
         | TransportErrorKind::RedirectProtocol
         | TransportErrorKind::TooManyRedirects
-        | TransportErrorKind::InvalidUrl => Step::Fail(error),
+        | TransportErrorKind::InvalidUrl
+        | TransportErrorKind::Setup => Step::Fail(error),
     }
 }
 

@@ -435,8 +435,8 @@ fn transport_options(settings: &Settings) -> TransportOptions {
 }
 
 impl Remote {
-    /// Starts the loops; `Config` errors (an unreadable CA bundle, a bad proxy) fail every
-    /// remote read of the client.
+    /// Starts the loops; `Config` errors (a bad proxy) fail every remote read of the client
+    /// (unreadable CA options fail its `https://` reads, when they connect).
     pub(crate) fn start(settings: &Settings, links: &Arc<LinkTable>) -> Result<Remote> {
         let transport = Transport::new(transport_options(settings))?;
         let inner = Arc::new(Inner::new(settings));

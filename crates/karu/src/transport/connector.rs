@@ -2,7 +2,8 @@
 //!
 //! 1. [`Connector`]: the connect timeout over the whole setup (DNS, TCP, proxy, TLS), as
 //!    libcurl's connect timeout covers it.
-//! 2. hyper-rustls's `HttpsConnector`: TLS for `https://`, with the shared `ClientConfig`.
+//! 2. hyper-rustls's `HttpsConnector`: TLS for `https://`, with the shared `ClientConfig`
+//!    (built at the first such connection: see [`Trust`]).
 //! 3. [`RouteConnector`]: direct, through the proxy in absolute form, or a CONNECT tunnel.
 //! 4. [`TcpConnector`]: hyper-util's `HttpConnector` with our resolver; it numbers every new
 //!    TCP connection and wraps it in [`CountedStream`], whose `Connected` info carries the
@@ -31,6 +32,7 @@ use tower_service::Service;
 use super::dns::Resolver;
 use super::lowat::RecvLowat;
 use super::proxy::ProxyConfig;
+use super::tls::Trust;
 
 /// Errors as the connector stack passes them around.
 pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
@@ -239,10 +241,12 @@ impl Service<Uri> for RouteConnector {
     }
 }
 
-/// The connector given to the legacy client: TLS over the route, under the connect timeout.
+/// The connector given to the legacy client: TLS over the route for `https://` (its
+/// configuration built at the first such connection), under the connect timeout.
 #[derive(Clone, Debug)]
 pub(crate) struct Connector {
-    inner: HttpsConnector<RouteConnector>,
+    route: RouteConnector,
+    tls: Arc<Trust>,
     timeout: Option<Duration>,
 }
 
@@ -250,12 +254,25 @@ impl Connector {
     /// Wraps `route` with TLS from `tls` and bounds it by `timeout` (`None`: no bound).
     pub(crate) fn new(
         route: RouteConnector,
-        tls: Arc<rustls::ClientConfig>,
+        tls: Arc<Trust>,
         timeout: Option<Duration>,
     ) -> Connector {
         Connector {
-            inner: HttpsConnector::from((route, tls)),
+            route,
+            tls,
             timeout,
+        }
+    }
+
+    /// The connection for `dst`: plain, or TLS over the route.
+    fn open(&mut self, dst: Uri) -> BoxFuture<MaybeHttpsStream<CountedStream>> {
+        if dst.scheme() != Some(&http::uri::Scheme::HTTPS) {
+            let plain = self.route.call(dst);
+            return Box::pin(async move { Ok(MaybeHttpsStream::Http(plain.await?)) });
+        }
+        match self.tls.config() {
+            Ok(config) => HttpsConnector::from((self.route.clone(), config)).call(dst),
+            Err(e) => Box::pin(async move { Err(Box::new(e) as BoxError) }),
         }
     }
 }
@@ -266,11 +283,11 @@ impl Service<Uri> for Connector {
     type Future = BoxFuture<Self::Response>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx)
+        self.route.poll_ready(cx)
     }
 
     fn call(&mut self, dst: Uri) -> Self::Future {
-        let connecting = self.inner.call(dst);
+        let connecting = self.open(dst);
         let timeout = self.timeout;
         Box::pin(async move {
             match timeout {

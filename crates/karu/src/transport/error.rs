@@ -7,6 +7,7 @@ use std::io;
 
 use super::connector::ConnectTimeout;
 use super::dns::ResolveError;
+use super::tls::UntrustedSetup;
 use crate::Status;
 
 /// What kind of failure a transport error is; the engine decides what to retry from it.
@@ -32,15 +33,20 @@ pub(crate) enum TransportErrorKind {
     TooManyRedirects,
     /// The request could not be built: a bad URL (or header).
     InvalidUrl,
+    /// TLS could not be set up: the configured CA options are unreadable or hold no
+    /// certificate.
+    Setup,
 }
 
 impl TransportErrorKind {
     /// The karu status this failure maps to by default (spec §5.4): a blocked redirect is an
-    /// HTTP error, a bad URL a URI error, everything else a network error.
+    /// HTTP error, a bad URL a URI error, unusable CA options a configuration error,
+    /// everything else a network error.
     pub(crate) fn status(self) -> Status {
         match self {
             TransportErrorKind::RedirectBlocked => Status::Http,
             TransportErrorKind::InvalidUrl => Status::Uri,
+            TransportErrorKind::Setup => Status::Config,
             _ => Status::Network,
         }
     }
@@ -112,6 +118,9 @@ fn kind_of(chain: &[&(dyn StdError + 'static)]) -> TransportErrorKind {
     let any = |f: &dyn Fn(&(dyn StdError + 'static)) -> bool| chain.iter().any(|e| f(*e));
     if any(&|e| e.is::<ResolveError>()) {
         return K::Resolve;
+    }
+    if any(&|e| e.is::<UntrustedSetup>()) {
+        return K::Setup;
     }
     if any(&|e| {
         e.is::<ConnectTimeout>()

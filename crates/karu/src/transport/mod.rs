@@ -1,7 +1,8 @@
 //! The transport room: opens connections and moves bytes (hyper + rustls).
 //!
 //! One [`Transport`] per client holds what the IO loops share: the rustls `ClientConfig`
-//! (one `Arc`, so TLS sessions resume across loops), the DNS cache and the options. Each IO
+//! (built at the first `https://` connection, then one `Arc`, so TLS sessions resume across
+//! loops), the DNS cache and the options. Each IO
 //! loop makes its own [`HttpClient`] (its own connection pool) inside its single-threaded
 //! runtime. Retries, deadlines and response validation are decided elsewhere: this room
 //! reports what happened, with a [`TransportErrorKind`] found from the error's structure.
@@ -123,16 +124,17 @@ impl Default for TransportOptions {
 #[derive(Debug)]
 pub(crate) struct Transport {
     options: TransportOptions,
-    tls: Arc<rustls::ClientConfig>,
+    tls: Arc<tls::Trust>,
     dns: Arc<DnsCache>,
     proxy: Option<ProxyConfig>,
     opened: Arc<AtomicU64>,
 }
 
 impl Transport {
-    /// Builds the shared state; `Config` errors for unreadable CA options or a bad proxy.
+    /// Builds the shared state; `Config` errors for a bad proxy (unreadable CA options fail
+    /// the first `https://` connection instead: see [`tls::Trust`]).
     pub(crate) fn new(options: TransportOptions) -> Result<Arc<Transport>, crate::Error> {
-        let tls = tls::client_config(&options)?;
+        let tls = Arc::new(tls::Trust::new(&options));
         let proxy = proxy::parse(
             options.proxy.as_deref(),
             options.proxy_credentials.as_deref(),

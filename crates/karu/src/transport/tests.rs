@@ -782,6 +782,35 @@ async fn tls_trust_and_alpn() {
     assert_eq!(body_of(res).await, "HTTP/1.1");
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn unreadable_ca_options_fail_tls_connections_only_and_as_config_errors() {
+    let pki = make_pki(&[b"http/1.1"]);
+    let tls = Server::start(Some(pki.server.clone()), false, |_| reply(200, "tls")).await;
+    let plain = Server::start(None, false, |_| reply(200, "plain")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "no certificate here").unwrap();
+    for bad in [dir.path().join("missing.pem"), empty] {
+        // The transport builds: trust anchors are read at the first TLS connection.
+        let c = client_with(TransportOptions {
+            ca_bundle: Some(bad.clone()),
+            ..TransportOptions::default()
+        });
+        let res = c
+            .send(get(&plain.url("/p")), FOLLOW, Pool::Short)
+            .await
+            .unwrap();
+        assert_eq!(body_of(res).await, "plain", "{}", bad.display());
+        let url = format!("https://127.0.0.1:{}/x", tls.addr.port());
+        for _ in 0..2 {
+            let e = c.send(get(&url), FOLLOW, Pool::Long).await.unwrap_err();
+            assert_eq!(e.kind, TransportErrorKind::Setup, "{e}");
+            assert_eq!(e.kind.status(), crate::Status::Config);
+            assert!(e.message.contains(&bad.display().to_string()), "{e}");
+        }
+    }
+}
+
 /// A TLS server offering `alpn` that answers with the request's HTTP version, a client
 /// trusting it (its CA written into `dir`) that asks for `version`, and the server's URL.
 async fn tls_echoing_version(

@@ -1,5 +1,6 @@
-//! The rustls client configuration: built once per [`Transport`](super::Transport) and shared
-//! through one `Arc`, so every IO loop uses the same TLS session cache (resumption).
+//! The rustls client configuration: built once per [`Transport`](super::Transport), at its
+//! first `https://` connection ([`Trust`]), and shared through one `Arc`, so every IO loop
+//! uses the same TLS session cache (resumption).
 //!
 //! Trust roots, in order:
 //! - `ca_bundle` and/or `ca_path` set: only those certificates (spec §3.5: either option
@@ -11,9 +12,10 @@
 //!   without one, the platform store. An empty store is not an error here: plain `http://`
 //!   still works and `https://` fails with a TLS error that says why.
 
+use std::fmt;
 use std::fs;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -22,8 +24,58 @@ use rustls::{ClientConfig, RootCertStore};
 use super::{HttpVersion, TransportOptions};
 use crate::{Error, Status};
 
+/// The client configuration, built at the first `https://` connection and then shared.
+///
+/// Reading and parsing the trust anchors (the system bundle holds some 150 certificates)
+/// took 0.8–2.7 ms (median 1.4) of every cold client's first batch, which plain `http://`
+/// reads never use; libcurl, too, loads its CA only for TLS. Unreadable CA options therefore
+/// fail `https://` connections (with CONFIG), not plain ones.
+pub(crate) struct Trust {
+    options: TransportOptions,
+    config: OnceLock<Result<Arc<ClientConfig>, Error>>,
+}
+
+impl Trust {
+    pub(crate) fn new(options: &TransportOptions) -> Trust {
+        Trust {
+            options: options.clone(),
+            config: OnceLock::new(),
+        }
+    }
+
+    /// The configuration, built on the first call (by the loop that makes the client's first
+    /// TLS connection; the others wait for it).
+    pub(crate) fn config(&self) -> Result<Arc<ClientConfig>, UntrustedSetup> {
+        self.config
+            .get_or_init(|| client_config(&self.options))
+            .clone()
+            .map_err(UntrustedSetup)
+    }
+}
+
+impl fmt::Debug for Trust {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Trust")
+            .field("built", &self.config.get().is_some())
+            .finish()
+    }
+}
+
+/// The TLS configuration could not be built (an unreadable or empty CA option): a
+/// connection error whose status is CONFIG (see `TransportErrorKind::Setup`).
+#[derive(Clone, Debug)]
+pub(crate) struct UntrustedSetup(pub(crate) Error);
+
+impl fmt::Display for UntrustedSetup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.message())
+    }
+}
+
+impl std::error::Error for UntrustedSetup {}
+
 /// Builds the shared client configuration for `options`.
-pub(crate) fn client_config(options: &TransportOptions) -> Result<Arc<ClientConfig>, Error> {
+fn client_config(options: &TransportOptions) -> Result<Arc<ClientConfig>, Error> {
     let roots = root_store(options)?;
     // The provider is named explicitly so nothing depends on a process-wide default.
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
