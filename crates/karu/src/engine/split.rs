@@ -116,7 +116,7 @@ impl SplitRead {
     pub(crate) fn prepare(&self) -> Result<()> {
         let mut st = self.lock();
         if st.prepared.is_none() {
-            let r = st.dest.prepare(self.length);
+            let r = st.dest.prepare_zeroed(self.length);
             st.prepared = Some(r);
         }
         st.prepared.clone().unwrap_or(Ok(()))
