@@ -43,8 +43,9 @@ pub struct Completion {
     pub result: Result<(), Error>,
     /// Defined bytes at the start of the buffer.
     pub got: u64,
-    /// The owned destination (`None` for borrowed or raw destinations, and for reads that
-    /// failed before any buffer was allocated).
+    /// The owned destination: the read's bytes on success; a failed read's holds its `got`
+    /// defined bytes and may end after them (`None` for borrowed or raw destinations, and
+    /// for reads that failed before any buffer was allocated).
     pub buffer: Option<Vec<u8>>,
     /// The strong ETag of the answer the bytes came from (remote reads; `None` for local
     /// files and for answers with a weak or no ETag): reads whose tags agree come from one

@@ -16,7 +16,8 @@ pub(crate) enum Dest {
     /// it initialised (see [`Dest::prepare_zeroed`]). Returned in the completion.
     Owned(Vec<u8>),
     /// A vector being filled from its start ([`Dest::prepare`]): its length counts the bytes
-    /// initialised so far, and its capacity holds the `want` bytes of the read. Zeroing a
+    /// initialised so far (written, or zeroed where a write skipped ahead), and its capacity
+    /// holds the `want` bytes of the read. Zeroing a
     /// buffer the body then overwrites cost a tenth of the client's CPU on workload C (a
     /// `memset` of every byte, as large as the copy itself).
     Filling { buf: Vec<u8>, want: usize },
@@ -121,8 +122,8 @@ pub(crate) fn no_memory(len: usize) -> Error {
 impl Dest {
     /// Makes the destination hold `len` bytes written from its start on (a gap left by a
     /// write past the bytes written so far reads as zeros): allocates karu's buffer, or
-    /// reserves room in the caller's vector, without initialising it; `NoMem` when that
-    /// memory cannot be had. A raw buffer is used as given.
+    /// reserves room in the caller's vector (whose bytes it drops), without initialising
+    /// it; `NoMem` when that memory cannot be had. A raw buffer is used as given.
     pub(crate) fn prepare(&mut self, len: u64) -> Result<()> {
         let want = usize::try_from(len).map_err(|_| no_memory(usize::MAX))?;
         match self {
@@ -222,15 +223,13 @@ impl Dest {
         }
     }
 
-    /// The owned buffer, if karu or the caller moved one in: of the prepared length, with
-    /// zeros where no byte was written (a failed read's tail; nothing on success).
+    /// The owned buffer, if karu or the caller moved one in: of the prepared length once
+    /// every byte was written; a buffer being filled ends after its last written byte (a
+    /// failed read's tail is neither zeroed nor kept: for a huge read that failed early,
+    /// zeroing would touch every page of memory no byte was written to).
     pub(crate) fn into_vec(self) -> Option<Vec<u8>> {
         match self {
-            Dest::Owned(v) => Some(v),
-            Dest::Filling { mut buf, want } => {
-                buf.resize(want, 0);
-                Some(buf)
-            }
+            Dest::Owned(v) | Dest::Filling { buf: v, .. } => Some(v),
             Dest::Alloc | Dest::Raw(_) => None,
         }
     }
@@ -260,17 +259,18 @@ mod tests {
         d.write(1, b"BC");
         d.write(3, b"defXYZ");
         assert_eq!(d.into_vec().unwrap(), b"aBCdef");
-        // A read that failed after two bytes: the rest reads as zeros.
+        // A read that failed after two bytes: its buffer ends there.
         let mut d = Dest::Owned(b"caller's old bytes".to_vec());
         d.prepare(5).unwrap();
         d.write(0, b"ok");
-        assert_eq!(d.into_vec().unwrap(), b"ok\0\0\0");
+        assert_eq!(d.into_vec().unwrap(), b"ok");
         // A second `prepare` keeps what was written.
         let mut d = Dest::Alloc;
         d.prepare(3).unwrap();
         d.write(0, b"x");
         d.prepare(3).unwrap();
-        assert_eq!(d.into_vec().unwrap(), b"x\0\0");
+        d.write(2, b"z");
+        assert_eq!(d.into_vec().unwrap(), b"x\0z");
         // Zeroed for writers in any order.
         let mut d = Dest::Alloc;
         d.prepare_zeroed(4).unwrap();

@@ -82,8 +82,9 @@ impl Read {
         self
     }
 
-    /// Reads into this vector (resized to the read's length) instead of a new allocation; the
-    /// vector comes back in the completion.
+    /// Reads into this vector (its bytes replaced by the read's) instead of a new
+    /// allocation; the vector comes back in the completion (a failed read's may end after
+    /// its defined bytes; one whose buffer could not be had comes back as it was).
     pub fn into_buffer(mut self, buffer: Vec<u8>) -> Read {
         self.dest = Dest::Owned(buffer);
         self

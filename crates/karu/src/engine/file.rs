@@ -205,7 +205,7 @@ fn read_transfer(w: Work, files: &mut OpenFiles, done: &mut Vec<Completion>) -> 
             Err((n, e)) => (n, Some(e)),
         };
         failure.clone_from(&error);
-        stopped = n < scratch.len();
+        stopped = (n as u64) < end - start;
         received += n as u64;
         for mut part in run {
             let from = (part.offset - start) as usize;
@@ -216,8 +216,10 @@ fn read_transfer(w: Work, files: &mut OpenFiles, done: &mut Vec<Completion>) -> 
                     .prepare(part.length)
                     .map_err(|e| (0, e))
                     .map(|()| {
-                        let avail = n.saturating_sub(from).min(part.length as usize);
-                        part.dest.write(0, &scratch[from..from + avail]);
+                        // The scratch buffer ends after the `n` bytes read.
+                        let bytes = scratch.get(from..n).unwrap_or_default();
+                        let avail = bytes.len().min(part.length as usize);
+                        part.dest.write(0, &bytes[..avail]);
                         avail
                     }),
             };

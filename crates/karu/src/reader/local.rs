@@ -99,7 +99,8 @@ impl LocalFile {
         let o = self.current();
         let n = len.min(o.len.saturating_sub(offset));
         let mut dest = Dest::Alloc;
-        dest.prepare(n).map_err(|e| e.context(&self.display))?;
+        dest.prepare_zeroed(n)
+            .map_err(|e| e.context(&self.display))?;
         let mut buf = dest.into_vec().unwrap_or_default();
         self.fill(&o, offset, &mut buf)?;
         Ok(buf)
