@@ -45,14 +45,15 @@ impl RawBuf {
         RawBuf { ptr, len }
     }
 
-    /// Copies `data` to byte `at`, clamped to the buffer.
-    fn write(self, at: usize, data: &[u8]) {
+    /// Copies `data` to byte `at`, clamped to the buffer; returns how many bytes it copied.
+    fn write(self, at: usize, data: &[u8]) -> usize {
         let n = data.len().min(self.len.saturating_sub(at));
         if n > 0 {
             // SAFETY: `[at, at + n)` lies inside the buffer (`RawBuf::new`), and `data` is a
             // Rust slice, so it cannot overlap memory karu owns exclusively.
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(at), n) };
         }
+        n
     }
 
     /// Reads the file from `offset` until the buffer is full or the file ends; returns how
@@ -162,33 +163,50 @@ impl Dest {
         Ok(())
     }
 
+    /// The prepared destination as raw memory (empty before `prepare`): a filling buffer's
+    /// whole capacity, the initialised bytes of any other vector, or the caller's memory.
+    fn raw(&mut self) -> RawBuf {
+        match self {
+            Dest::Alloc => RawBuf {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            },
+            // SAFETY (both vectors): the memory is the vector's own and `want` is within
+            // its capacity (`prepare`), borrowed mutably for as long as the returned RawBuf
+            // is used by the caller of `raw` (within one `&mut self` call); karu writes there
+            // and forms no reference to bytes it has not initialised.
+            Dest::Filling { buf, want } => unsafe { RawBuf::new(buf.as_mut_ptr(), *want) },
+            Dest::Owned(v) => unsafe { RawBuf::new(v.as_mut_ptr(), v.len()) },
+            Dest::Raw(r) => *r,
+        }
+    }
+
+    /// A filling buffer's bytes `[len, end)` were just written: its length moves to `end`.
+    fn filled(&mut self, end: usize) {
+        if let Dest::Filling { buf, want } = self
+            && end > buf.len()
+            && end <= *want
+        {
+            // SAFETY: `end` is within the capacity (`want`); `[0, len)` was initialised and
+            // the caller wrote `[len, end)` through `raw`.
+            unsafe { buf.set_len(end) };
+        }
+    }
+
     /// Copies `data` to byte `at` of the destination (clamped to its prepared length).
     pub(crate) fn write(&mut self, at: usize, data: &[u8]) {
-        match self {
-            Dest::Alloc => {}
-            // SAFETY: the vector's initialised bytes, borrowed mutably for this call only.
-            Dest::Owned(v) => unsafe { RawBuf::new(v.as_mut_ptr(), v.len()) }.write(at, data),
-            Dest::Filling { buf, want } => {
-                let n = data.len().min(want.saturating_sub(at));
-                if n == 0 {
-                    return;
-                }
-                if at > buf.len() {
-                    // Within the capacity (`at < want`): no reallocation.
-                    buf.resize(at, 0);
-                }
-                // SAFETY: the capacity holds `want >= at + n` bytes, `buf` is borrowed
-                // mutably for this call, and `data` is a Rust slice, so it cannot overlap it.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(data.as_ptr(), buf.as_mut_ptr().add(at), n)
-                };
-                if at + n > buf.len() {
-                    // SAFETY: `[0, at + n)` is initialised: `[0, len)` was, the gap up to
-                    // `at` was zeroed above, and `[at, at + n)` was just written.
-                    unsafe { buf.set_len(at + n) };
-                }
-            }
-            Dest::Raw(r) => r.write(at, data),
+        if let Dest::Filling { buf, want } = self
+            && at > buf.len()
+            && at < *want
+        {
+            // A write past the bytes written so far: the gap reads as zeros (within the
+            // capacity, so no reallocation).
+            buf.resize(at, 0);
+        }
+        let n = self.raw().write(at, data);
+        if n > 0 {
+            // `[at, at + n)` was written, and any gap before `at` zeroed.
+            self.filled(at + n);
         }
     }
 
@@ -199,28 +217,12 @@ impl Dest {
         file: &File,
         offset: u64,
     ) -> std::result::Result<usize, (usize, Error)> {
-        match self {
-            Dest::Alloc => Ok(0),
-            // SAFETY: the vector's initialised bytes, borrowed mutably for this call only.
-            Dest::Owned(v) => {
-                unsafe { RawBuf::new(v.as_mut_ptr(), v.len()) }.read_file(file, offset)
-            }
-            Dest::Filling { buf, want } => {
-                // SAFETY: the capacity holds `want` bytes, and `buf` is borrowed mutably for
-                // this call; the kernel writes there, karu forms no reference to them.
-                let raw = unsafe { RawBuf::new(buf.as_mut_ptr(), *want) };
-                let result = raw.read_file(file, offset);
-                let n = match &result {
-                    Ok(n) | Err((n, _)) => *n,
-                };
-                if n > buf.len() {
-                    // SAFETY: the reads filled `[0, n)` in order from the start.
-                    unsafe { buf.set_len(n) };
-                }
-                result
-            }
-            Dest::Raw(r) => r.read_file(file, offset),
-        }
+        let result = self.raw().read_file(file, offset);
+        // The reads filled `[0, n)` in order from the start.
+        self.filled(match &result {
+            Ok(n) | Err((n, _)) => *n,
+        });
+        result
     }
 
     /// The owned buffer, if karu or the caller moved one in: of the prepared length once
@@ -259,6 +261,13 @@ mod tests {
         d.write(1, b"BC");
         d.write(3, b"defXYZ");
         assert_eq!(d.into_vec().unwrap(), b"aBCdef");
+        // Writes at or past the end write nothing and count nothing as written.
+        let mut d = Dest::Alloc;
+        d.prepare(4).unwrap();
+        d.write(1, b"y");
+        d.write(4, b"z");
+        d.write(9, b"z");
+        assert_eq!(d.into_vec().unwrap(), b"\0y");
         // A read that failed after two bytes: its buffer ends there.
         let mut d = Dest::Owned(b"caller's old bytes".to_vec());
         d.prepare(5).unwrap();

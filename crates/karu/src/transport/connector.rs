@@ -3,7 +3,7 @@
 //! 1. [`Connector`]: the connect timeout over the whole setup (DNS, TCP, proxy, TLS), as
 //!    libcurl's connect timeout covers it.
 //! 2. hyper-rustls's `HttpsConnector`: TLS for `https://`, with the shared `ClientConfig`
-//!    (built at the first such connection: see [`Trust`]).
+//!    (built at the first such connection: see `tls::Trust`).
 //! 3. [`RouteConnector`]: direct, through the proxy in absolute form, or a CONNECT tunnel.
 //! 4. [`TcpConnector`]: hyper-util's `HttpConnector` with our resolver; it numbers every new
 //!    TCP connection and wraps it in [`CountedStream`], whose `Connected` info carries the
@@ -29,10 +29,10 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tower_service::Service;
 
+use super::Transport;
 use super::dns::Resolver;
 use super::lowat::RecvLowat;
 use super::proxy::ProxyConfig;
-use super::tls::Trust;
 
 /// Errors as the connector stack passes them around.
 pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
@@ -246,20 +246,21 @@ impl Service<Uri> for RouteConnector {
 #[derive(Clone, Debug)]
 pub(crate) struct Connector {
     route: RouteConnector,
-    tls: Arc<Trust>,
+    /// Where the TLS configuration comes from, once built.
+    transport: Arc<Transport>,
     timeout: Option<Duration>,
 }
 
 impl Connector {
-    /// Wraps `route` with TLS from `tls` and bounds it by `timeout` (`None`: no bound).
+    /// Wraps `route` with TLS from `transport` and bounds it by `timeout` (`None`: no bound).
     pub(crate) fn new(
         route: RouteConnector,
-        tls: Arc<Trust>,
+        transport: Arc<Transport>,
         timeout: Option<Duration>,
     ) -> Connector {
         Connector {
             route,
-            tls,
+            transport,
             timeout,
         }
     }
@@ -270,7 +271,7 @@ impl Connector {
             let plain = self.route.call(dst);
             return Box::pin(async move { Ok(MaybeHttpsStream::Http(plain.await?)) });
         }
-        match self.tls.config() {
+        match self.transport.tls_config() {
             Ok(config) => HttpsConnector::from((self.route.clone(), config)).call(dst),
             Err(e) => Box::pin(async move { Err(Box::new(e) as BoxError) }),
         }

@@ -124,7 +124,7 @@ impl Default for TransportOptions {
 #[derive(Debug)]
 pub(crate) struct Transport {
     options: TransportOptions,
-    tls: Arc<tls::Trust>,
+    tls: tls::Trust,
     dns: Arc<DnsCache>,
     proxy: Option<ProxyConfig>,
     opened: Arc<AtomicU64>,
@@ -134,14 +134,13 @@ impl Transport {
     /// Builds the shared state; `Config` errors for a bad proxy (unreadable CA options fail
     /// the first `https://` connection instead: see [`tls::Trust`]).
     pub(crate) fn new(options: TransportOptions) -> Result<Arc<Transport>, crate::Error> {
-        let tls = Arc::new(tls::Trust::new(&options));
         let proxy = proxy::parse(
             options.proxy.as_deref(),
             options.proxy_credentials.as_deref(),
         )?;
         Ok(Arc::new(Transport {
             options,
-            tls,
+            tls: tls::Trust::default(),
             dns: Arc::new(DnsCache::new()),
             proxy,
             opened: Arc::new(AtomicU64::new(0)),
@@ -149,7 +148,7 @@ impl Transport {
     }
 
     /// A connector with this transport's DNS cache, proxy, TLS and connect timeout.
-    fn connector(&self) -> Connector {
+    fn connector(self: &Arc<Self>) -> Connector {
         let timeout =
             (!self.options.connect_timeout.is_zero()).then_some(self.options.connect_timeout);
         let tcp = TcpConnector::new(
@@ -158,7 +157,12 @@ impl Transport {
             self.opened.clone(),
         );
         let route = RouteConnector::new(tcp, self.proxy.as_ref());
-        Connector::new(route, self.tls.clone(), timeout)
+        Connector::new(route, Arc::clone(self), timeout)
+    }
+
+    /// The TLS configuration, built at the first call (see [`tls::Trust`]).
+    fn tls_config(&self) -> Result<Arc<rustls::ClientConfig>, tls::UntrustedSetup> {
+        self.tls.config(&self.options)
     }
 
     /// New TCP connections opened so far by every loop of this transport.

@@ -30,24 +30,21 @@ use crate::{Error, Status};
 /// took 0.8–2.7 ms (median 1.4) of every cold client's first batch, which plain `http://`
 /// reads never use; libcurl, too, loads its CA only for TLS. Unreadable CA options therefore
 /// fail `https://` connections (with CONFIG), not plain ones.
+#[derive(Default)]
 pub(crate) struct Trust {
-    options: TransportOptions,
     config: OnceLock<Result<Arc<ClientConfig>, Error>>,
 }
 
 impl Trust {
-    pub(crate) fn new(options: &TransportOptions) -> Trust {
-        Trust {
-            options: options.clone(),
-            config: OnceLock::new(),
-        }
-    }
-
-    /// The configuration, built on the first call (by the loop that makes the client's first
-    /// TLS connection; the others wait for it).
-    pub(crate) fn config(&self) -> Result<Arc<ClientConfig>, UntrustedSetup> {
+    /// The configuration for `options` (the transport's own, always the same), built on the
+    /// first call (by the loop that makes the client's first TLS connection; the others
+    /// wait for it).
+    pub(crate) fn config(
+        &self,
+        options: &TransportOptions,
+    ) -> Result<Arc<ClientConfig>, UntrustedSetup> {
         self.config
-            .get_or_init(|| client_config(&self.options))
+            .get_or_init(|| client_config(options))
             .clone()
             .map_err(UntrustedSetup)
     }
