@@ -26,6 +26,7 @@ use options::{ACCEPTED_NAMES, OPTIONS, OptId, def, is_client_wide, resolve};
 use rules::Rule;
 
 use crate::error::{Error, Result, Status};
+pub(crate) use provider::Redacted;
 
 /// Every accepted option name, aliases included, in the order of spec 3.7.
 ///

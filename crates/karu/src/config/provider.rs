@@ -91,7 +91,7 @@ pub struct Credentials {
 
 /// Shows "<redacted>" for a set secret and "" for an unset one, so `Debug` still tells which
 /// fields a provider filled.
-struct Redacted<'a>(&'a str);
+pub(crate) struct Redacted<'a>(pub &'a str);
 
 impl fmt::Debug for Redacted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

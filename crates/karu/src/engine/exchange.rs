@@ -90,7 +90,7 @@ impl Env<'_> {
         if new {
             self.count(|c| &c.new_connections, 1);
         }
-        self.meter.head(resp.status, new);
+        self.meter.head(resp.status, new, resp.connected_at);
         if resp.status == 429 || resp.status == 503 {
             self.count(|c| &c.throttled, 1);
         }

@@ -2,11 +2,13 @@
 //! handed to the planner as a [`CostModel`](crate::plan::CostModel).
 //!
 //! What is measured, and how each estimate resists outliers:
-//! - **Round trip**: request sent → first body byte, from first attempts answered 2xx. On a
-//!   new connection the time also holds the handshakes: it counts as 2 round trips over TCP
-//!   and 3 with TLS (so a cold client learns from its very first wave). The estimate is the
-//!   smallest of the last [`WINDOW`] samples: queueing behind other bodies and slow server
-//!   moments only ever add time, so the minimum tracks the path itself.
+//! - **Round trip**: request written → first body byte, from first attempts answered 2xx. On a
+//!   new connection the handshakes come first: the sample is the time from the connection's
+//!   setup ([`ConnectedAt`](crate::transport::ConnectedAt)) or the whole time divided by the
+//!   round trips it held (2 over TCP, 3 with TLS), whichever is smaller (see [`round_trip`]),
+//!   so a cold client learns from its very first wave. The estimate is the smallest sample of
+//!   the last [`RTT_SPAN`]: queueing behind other requests and bodies and slow server moments
+//!   only ever add time, so the minimum tracks the path itself.
 //! - **Per-request cost**: building and signing a request (attempt start → handed to the
 //!   transport), the median of the last samples, plus [`TRANSPORT_COST`] for the client's
 //!   share that is not timed (writing the request, parsing the answer).
@@ -64,6 +66,17 @@ pub(crate) const OPEN_WINDOW: Duration = Duration::from_millis(20);
 /// The client's per-request work besides building and signing (writing the request, parsing
 /// the response head, completing the reads): measured once on loopback, not per request.
 pub(crate) const TRANSPORT_COST: Duration = Duration::from_micros(25);
+/// How long a round-trip sample counts: the estimate is the smallest sample of this span, as
+/// in BBR's min-RTT filter. Queueing only adds time, and under load every recent sample may
+/// hold some: a cold wave's later answers wait behind its earlier ones. Of workload R's first
+/// wave on the test kit server at RTT 0 (2026-12-06), the last 16 answers read 1.2–5 ms and
+/// the first ones 0.7 ms (timed from their connection's setup), where the path answers in 0.3
+/// ms with few requests in flight. Re-planned on the last 16, 5 of 6 runs merged every 1 MiB
+/// gap (2,430 transfers, 0.31–0.46 s); on the span's minimum, 6 of 6 sent 3,046–6,354
+/// (0.28–0.34 s). A path whose round trip grew for good is followed within the span.
+pub(crate) const RTT_SPAN: Duration = Duration::from_secs(10);
+/// Most round-trip samples held at once (each later and larger than the one before it).
+const RTT_KEPT: usize = 256;
 /// Total-rate windows kept.
 const TOTAL_KEPT: usize = 8;
 
@@ -94,10 +107,6 @@ impl Samples {
         self.count += 1;
     }
 
-    fn min(&self) -> Option<f64> {
-        self.last.iter().copied().reduce(f64::min)
-    }
-
     fn max(&self) -> Option<f64> {
         self.last.iter().copied().reduce(f64::max)
     }
@@ -109,10 +118,45 @@ impl Samples {
     }
 }
 
+/// The smallest round trip sampled in the last [`RTT_SPAN`], with how many were ever taken.
+#[derive(Debug, Default)]
+struct RecentMin {
+    /// The samples that may still be the smallest once older ones expire: later ones are
+    /// larger (a later, smaller sample drops every larger one before it).
+    candidates: VecDeque<(Instant, Duration)>,
+    count: u64,
+}
+
+impl RecentMin {
+    fn push(&mut self, at: Instant, v: Duration) {
+        while self.candidates.back().is_some_and(|&(_, b)| b >= v) {
+            self.candidates.pop_back();
+        }
+        while self
+            .candidates
+            .front()
+            .is_some_and(|&(t, _)| at.saturating_duration_since(t) > RTT_SPAN)
+            || self.candidates.len() >= RTT_KEPT
+        {
+            self.candidates.pop_front();
+        }
+        self.candidates.push_back((at, v));
+        self.count += 1;
+    }
+
+    /// The smallest sample taken at most [`RTT_SPAN`] before `now`.
+    fn min(&self, now: Instant) -> Option<Duration> {
+        self.candidates
+            .iter()
+            .find(|&&(t, _)| now.saturating_duration_since(t) <= RTT_SPAN)
+            .map(|&(_, v)| v)
+    }
+}
+
 /// One endpoint's samples and its total-rate window.
 #[derive(Debug)]
 struct Endpoint {
-    rtt: Samples,
+    rtt: RecentMin,
     per_request: Samples,
     rate: Samples,
     total: Samples,
@@ -131,7 +175,7 @@ struct Endpoint {
 impl Endpoint {
     fn new() -> Endpoint {
         Endpoint {
-            rtt: Samples::new(WINDOW),
+            rtt: RecentMin::default(),
             per_request: Samples::new(WINDOW),
             rate: Samples::new(WINDOW),
             total: Samples::new(TOTAL_KEPT),
@@ -217,7 +261,7 @@ impl Endpoint {
         let connection_rate = measured.unwrap_or(total_rate);
         LinkEstimate {
             model: CostModel {
-                rtt: self.rtt.min().map_or(prior.rtt, secs),
+                rtt: self.rtt.min(now).unwrap_or(prior.rtt),
                 per_request: self
                     .per_request
                     .median()
@@ -338,6 +382,8 @@ pub(crate) struct Meter<'a> {
     bytes: Cell<u64>,
     status: Cell<u16>,
     new_connection: Cell<bool>,
+    /// When the answering connection's setup completed, if known.
+    ready: Cell<Option<Instant>>,
     tls: Cell<bool>,
 }
 
@@ -354,6 +400,7 @@ impl<'a> Meter<'a> {
             bytes: Cell::new(0),
             status: Cell::new(0),
             new_connection: Cell::new(false),
+            ready: Cell::new(None),
             tls: Cell::new(false),
         }
     }
@@ -386,10 +433,12 @@ impl<'a> Meter<'a> {
         self.sent.get()
     }
 
-    /// The response head arrived.
-    pub(crate) fn head(&self, status: u16, new_connection: bool) {
+    /// The response head arrived, on a new connection or not; `ready` is when the connection's
+    /// setup completed, if known.
+    pub(crate) fn head(&self, status: u16, new_connection: bool, ready: Option<Instant>) {
         self.status.set(status);
         self.new_connection.set(new_connection);
+        self.ready.set(ready);
     }
 
     /// Body bytes arrived.
@@ -425,18 +474,48 @@ impl<'a> Meter<'a> {
         if let (Some(prepared), Some(sent)) = (self.prepared.get(), self.sent.get()) {
             e.per_request
                 .push(sent.saturating_duration_since(prepared).as_secs_f64());
-            let trips = match (self.new_connection.get(), self.tls.get()) {
-                (false, _) => 1.0,
-                (true, false) => 2.0,
-                (true, true) => 3.0,
-            };
-            e.rtt
-                .push(first.saturating_duration_since(sent).as_secs_f64() / trips);
+            let fresh = self.new_connection.get().then(|| Fresh {
+                ready: self.ready.get(),
+                trips: if self.tls.get() { 3 } else { 2 },
+            });
+            e.rtt.push(now, round_trip(sent, first, fresh));
         }
         let body = now.saturating_duration_since(first);
         if alone && bytes >= RATE_BODY && !body.is_zero() {
             e.rate.push(bytes as f64 / body.as_secs_f64());
         }
+    }
+}
+
+/// A new connection's part in its first answer's time.
+#[derive(Clone, Copy, Debug)]
+struct Fresh {
+    /// When its setup completed, if known.
+    ready: Option<Instant>,
+    /// Round trips from the hand-over to the first byte, handshakes included: 2 over TCP, 3
+    /// with TLS.
+    trips: u32,
+}
+
+/// One round-trip sample of a request handed over at `sent` and answered at `first`;
+/// `fresh` if its connection was opened for it.
+///
+/// On a new connection the sample is the smaller of two bounds of one round trip: the time
+/// from the setup's completion (the request cannot be written before it), and the whole
+/// time divided by the round trips it held. Where a handshake takes a round trip both agree;
+/// where setting up a cold wave's many connections at once is work (loopback, a busy
+/// server), the first bound leaves that work out; where setup completes at once and the
+/// handshake is paid on the first data (the test kit's latency proxy), the second does.
+fn round_trip(sent: Instant, first: Instant, fresh: Option<Fresh>) -> Duration {
+    let whole = first.saturating_duration_since(sent);
+    match fresh {
+        // Set up before the hand-over (for another request): no handshake on its path.
+        Some(Fresh { ready: Some(r), .. }) if r <= sent => whole,
+        Some(f) => (whole / f.trips.max(1)).min(
+            f.ready
+                .map_or(whole, |r| first.saturating_duration_since(r)),
+        ),
+        None => whole,
     }
 }
 
@@ -473,8 +552,9 @@ mod tests {
         {
             let link = table.link("http://h:1");
             let mut e = link.lock();
-            for rtt in [0.020, 0.021, 0.500, 0.022] {
-                e.rtt.push(rtt); // one queued answer: the minimum ignores it
+            for rtt in [20, 21, 500, 22] {
+                // One queued answer: the minimum ignores it.
+                e.rtt.push(Instant::now(), Duration::from_millis(rtt));
             }
             for rate in [50e6, 52e6, 1e12, 48e6, 51e6] {
                 e.rate.push(rate); // one burst: the median ignores it
@@ -489,6 +569,72 @@ mod tests {
     }
 
     #[test]
+    fn a_new_connections_round_trip_leaves_out_its_setup_or_its_handshakes() {
+        let t0 = Instant::now();
+        let ms = |n: f64| Duration::from_secs_f64(n / 1e3);
+        let at = |n: f64| t0 + ms(n);
+        let fresh = |ready: f64, trips| {
+            Some(Fresh {
+                ready: Some(at(ready)),
+                trips,
+            })
+        };
+        // A reused connection: the whole time.
+        assert_eq!(round_trip(t0, at(20.0), None), ms(20.0));
+        // A real 20 ms path: the TCP handshake takes a round trip, TLS one more.
+        assert_eq!(round_trip(t0, at(40.0), fresh(20.0, 2)), ms(20.0));
+        assert_eq!(round_trip(t0, at(60.0), fresh(40.0, 3)), ms(20.0));
+        // Behind the latency proxy, setup completes at once and the first data pays for it.
+        assert_eq!(round_trip(t0, at(40.0), fresh(0.1, 2)), ms(20.0));
+        // A cold wave on loopback: setting up its connections took 6 ms, the path 0.7.
+        assert_eq!(round_trip(t0, at(6.7), fresh(6.0, 2)), ms(0.7));
+        // A connection set up before the request (for another one): no handshake to count.
+        let early = Some(Fresh {
+            ready: Some(t0),
+            trips: 2,
+        });
+        assert_eq!(round_trip(at(1.0), at(5.0), early), ms(4.0));
+        assert_eq!(
+            round_trip(
+                t0,
+                at(8.0),
+                Some(Fresh {
+                    ready: None,
+                    trips: 2
+                })
+            ),
+            ms(4.0)
+        );
+    }
+
+    #[test]
+    fn the_round_trip_is_the_smallest_sample_of_the_last_span() {
+        let t0 = Instant::now();
+        let us = Duration::from_micros;
+        let mut rtt = RecentMin::default();
+        // A cold wave: the first answer is the least queued one; the ones behind it wait.
+        rtt.push(t0, us(700));
+        for i in 0..20 {
+            rtt.push(t0 + Duration::from_millis(i), us(2_000 + 100 * i));
+        }
+        assert_eq!(rtt.min(t0 + Duration::from_millis(20)), Some(us(700)));
+        assert_eq!(rtt.count, 21);
+        // Samples older than the span no longer count.
+        let later = t0 + RTT_SPAN + Duration::from_micros(10_500);
+        assert_eq!(rtt.min(later), Some(us(3_100)));
+        assert_eq!(rtt.min(t0 + 2 * RTT_SPAN), None);
+        // A smaller sample replaces every larger one before it.
+        rtt.push(later, us(1_000));
+        assert_eq!(rtt.candidates.len(), 1);
+        assert_eq!(rtt.min(later), Some(us(1_000)));
+        // Rising samples are held up to a bound.
+        for i in 0..1_000 {
+            rtt.push(later, us(2_000 + i));
+        }
+        assert_eq!(rtt.candidates.len(), RTT_KEPT);
+    }
+
+    #[test]
     fn a_connection_rate_comes_from_lone_bodies_only() {
         let table = LinkTable::default();
         let link = table.link("http://h:1");
@@ -496,7 +642,7 @@ mod tests {
             let m = Meter::new(Some(&table));
             m.preparing();
             m.sent(&"http://h:1/x".parse().unwrap());
-            m.head(206, false);
+            m.head(206, false, None);
             m.body(1 << 20);
             std::thread::sleep(Duration::from_millis(ms));
             m

@@ -8,7 +8,7 @@
 //! 4. [`TcpConnector`]: hyper-util's `HttpConnector` with our resolver; it numbers every new
 //!    TCP connection and wraps it in [`CountedStream`], whose `Connected` info carries the
 //!    [`ConnectionId`] that hyper-util then copies into every response served on it, with
-//!    the socket's [`RecvLowat`].
+//!    the socket's [`RecvLowat`] and the [`ConnectedAt`] instant its setup completed.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -18,7 +18,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::Uri;
 use hyper::rt::{Read, ReadBufCursor, Write};
@@ -44,6 +44,12 @@ static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 /// The id of the TCP connection that served a response (found in its extensions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ConnectionId(pub u64);
+
+/// When a connection's setup (DNS, TCP, proxy, TLS) completed, found in the extensions of
+/// every response served on it: the first request's round trip starts there, not when the
+/// request was handed over before the connection existed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConnectedAt(pub Instant);
 
 /// The connect phase ran out of time; a type of its own so it is found by downcast.
 #[derive(Debug)]
@@ -94,10 +100,12 @@ impl Drop for CountedStream {
 
 impl Connection for CountedStream {
     fn connected(&self) -> Connected {
-        // `extra` chains with the HttpInfo hyper-util already attached.
+        // `extra` chains with the HttpInfo hyper-util already attached. hyper-util asks once,
+        // as the whole stack's setup completes (TLS streams ask their TCP stream).
         self.io
             .connected()
             .extra(ConnectionId(self.id))
+            .extra(ConnectedAt(Instant::now()))
             .extra(self.lowat.clone())
             .proxy(self.proxied)
     }

@@ -26,10 +26,11 @@ mod tls;
 #[cfg(test)]
 mod tests;
 
+use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{AUTHORIZATION, HeaderValue, LOCATION, PROXY_AUTHORIZATION, USER_AGENT};
@@ -41,10 +42,11 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 pub(crate) use call::{Answer, Call};
-pub(crate) use connector::ConnectionId;
+pub(crate) use connector::{ConnectedAt, ConnectionId};
 pub(crate) use error::{TransportError, TransportErrorKind};
 pub(crate) use lowat::{BodyWakes, RecvLowat};
 
+use crate::config::Redacted;
 use connector::{Connector, RouteConnector, TcpConnector};
 use dns::{DnsCache, Resolver};
 use proxy::ProxyConfig;
@@ -81,7 +83,8 @@ pub(crate) const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 pub(crate) use crate::config::HttpVersion;
 
 /// Everything the transport needs, as plain values (the config module maps its options here).
-#[derive(Clone, Debug)]
+/// Its `Debug` redacts the proxy and its credentials, like the options they come from.
+#[derive(Clone)]
 pub(crate) struct TransportOptions {
     /// HTTP version choice.
     pub http_version: HttpVersion,
@@ -102,6 +105,25 @@ pub(crate) struct TransportOptions {
     pub user_agent: Option<String>,
     /// Idle connections kept per host in each loop's pool.
     pub pool_max_idle_per_host: usize,
+}
+
+impl fmt::Debug for TransportOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn secret(v: &Option<String>) -> Option<Redacted<'_>> {
+            v.as_deref().map(Redacted)
+        }
+        f.debug_struct("TransportOptions")
+            .field("http_version", &self.http_version)
+            .field("ca_bundle", &self.ca_bundle)
+            .field("ca_path", &self.ca_path)
+            .field("system_ca", &self.system_ca)
+            .field("proxy", &secret(&self.proxy))
+            .field("proxy_credentials", &secret(&self.proxy_credentials))
+            .field("connect_timeout", &self.connect_timeout)
+            .field("user_agent", &self.user_agent)
+            .field("pool_max_idle_per_host", &self.pool_max_idle_per_host)
+            .finish()
+    }
 }
 
 impl Default for TransportOptions {
@@ -220,6 +242,8 @@ pub(crate) struct Response {
     pub url: Uri,
     /// Id of the TCP connection that served it (`0` if unknown, which should not happen).
     pub connection: u64,
+    /// When that connection's setup completed (unknown: `None`).
+    pub connected_at: Option<Instant>,
     /// The receive low-water mark of its connection, when the body has the socket to itself
     /// (HTTP/1).
     pub lowat: Option<RecvLowat>,
@@ -317,6 +341,7 @@ impl HttpClient {
                 return Ok(Response {
                     status,
                     connection: parts.extensions.get::<ConnectionId>().map_or(0, |c| c.0),
+                    connected_at: parts.extensions.get::<ConnectedAt>().map(|c| c.0),
                     // HTTP/2 multiplexes bodies over one socket: no mark of one body's.
                     lowat: (parts.version <= http::Version::HTTP_11)
                         .then(|| parts.extensions.get::<RecvLowat>().cloned())

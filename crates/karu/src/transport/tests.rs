@@ -174,6 +174,21 @@ const FOLLOW: RedirectPolicy = RedirectPolicy::Follow {
     same_origin_only: false,
 };
 
+#[test]
+fn debug_output_redacts_the_proxy_and_its_credentials() {
+    let options = TransportOptions {
+        proxy: Some("http://user:pr0xy-pass@127.0.0.1:3128".into()),
+        proxy_credentials: Some("user:cr3d-pass".into()),
+        ..TransportOptions::default()
+    };
+    let transport = Transport::new(options.clone()).unwrap();
+    for shown in [format!("{options:?}"), format!("{transport:?}")] {
+        assert!(!shown.contains("pr0xy-pass"), "{shown}");
+        assert!(!shown.contains("cr3d-pass"), "{shown}");
+        assert!(shown.contains("proxy: Some(<redacted>)"), "{shown}");
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn keep_alive_reuses_and_close_opens_new_connection() {
     let server = Server::start(None, false, |s| {
@@ -188,11 +203,15 @@ async fn keep_alive_reuses_and_close_opens_new_connection() {
     })
     .await;
     let client = client();
+    let start = std::time::Instant::now();
     let a = client
         .send(get(&server.url("/a")), FOLLOW, Pool::Long)
         .await
         .unwrap();
     let id_a = a.connection;
+    // Every response tells when its connection's setup completed (a round trip starts there).
+    let ready = a.connected_at.expect("the setup's completion");
+    assert!(start <= ready && ready <= std::time::Instant::now());
     assert_eq!(body_of(a).await, "hello");
     settle().await;
     let b = client
@@ -200,6 +219,7 @@ async fn keep_alive_reuses_and_close_opens_new_connection() {
         .await
         .unwrap();
     assert_eq!(b.connection, id_a, "keep-alive must reuse the connection");
+    assert_eq!(b.connected_at, Some(ready));
     assert_eq!(body_of(b).await, "hello");
     settle().await;
     let c = client
