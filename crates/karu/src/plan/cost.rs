@@ -45,13 +45,17 @@ use super::{
 pub const MIN_PIECE: u64 = 8 << 20;
 
 /// The longest transfer a cold link's plan keeps whole, and the longest piece it cuts a
-/// longer one into (see [`CostModel::max_transfer`]): two of the model's smallest pieces.
-/// Pieces of 8 MiB were measured against 16 MiB on loopback (C: 117 MB in two spans; H: one
-/// 48 MB span; 5 runs each, 2026-12-05): at 20 ms, where the gate lets every piece run at
-/// once, 17 pieces took 1.06–1.1× the guards' two streams on the test kit server and nginx
-/// and 9 pieces 0.95; on s3s-fs, whose streams are each slow, 9 pieces took 0.83–0.92× the
-/// time of 17 on C and 1.15× on H (3 pieces against 6), still ahead of every other reader.
-pub const COLD_TRANSFER: u64 = 2 * MIN_PIECE;
+/// longer one into (see [`CostModel::max_transfer`]): four of the model's smallest pieces.
+/// Where the round trip is long the gate lets every piece run at once, and on a machine whose
+/// cores also run the server (and the test kit's latency proxy, which copies every byte)
+/// each stream costs CPU that the link does not pay back. Workload C (117 MB in two spans)
+/// in 9 pieces of 16 MiB against 5 of 32 MiB (2 alternating rounds of 3, 2026-12-06): on the
+/// test kit server 169 against 140 ms at 5 ms and 178 against 166 at 20 ms, on nginx 167
+/// against 130 and 186 against 165, at RTT 0 88 against 76 and 77 against 60; on s3s-fs,
+/// whose streams are each slow, 313 against 323 at 5 ms and 375 against 390 at 20 ms, still
+/// ahead of every other reader there (348–441); under 1 Gbit/s within 1 %. Before, 8 MiB
+/// pieces (17) had lost to 16 MiB (9) on every server but s3s-fs's H.
+pub const COLD_TRANSFER: u64 = 4 * MIN_PIECE;
 
 /// Merge gaps tried below the smallest gap derived from the rates, a factor of 8 apart.
 /// Between merging touching reads only and merging every gap whose bytes cost less than a
@@ -555,11 +559,11 @@ mod tests {
             ..cold
         };
         // 50 contiguous reads of 1.2 MB: one 60 MB span, cut at read boundaries into pieces
-        // of at most 16 MiB when cold; whole when one connection has been measured.
+        // of at most 32 MiB when cold; whole when one connection has been measured.
         let reads: Vec<Request> = (0..50).map(|i| read(i * 1_200_000, 1_200_000)).collect();
         let pieces = lengths(&plan_cost(&reads, &Policy::default(), &cold));
         assert_eq!(pieces.iter().sum::<u64>(), 60_000_000);
-        assert!(pieces.len() >= 4, "{pieces:?}");
+        assert!(pieces.len() >= 2, "{pieces:?}");
         assert!(pieces.iter().all(|&l| l <= COLD_TRANSFER), "{pieces:?}");
         assert_eq!(
             plan_cost(&reads, &Policy::default(), &warm).transfers.len(),
