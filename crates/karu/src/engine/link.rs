@@ -6,9 +6,9 @@
 //!   new connection the handshakes come first: the sample is the time from the connection's
 //!   setup ([`ConnectedAt`](crate::transport::ConnectedAt)) or the whole time divided by the
 //!   round trips it held (2 over TCP, 3 with TLS), whichever is smaller (see [`round_trip`]),
-//!   so a cold client learns from its very first wave. The estimate is the smallest sample of
-//!   the last [`RTT_SPAN`]: queueing behind other requests and bodies and slow server moments
-//!   only ever add time, so the minimum tracks the path itself.
+//!   so a cold client learns from its very first wave. The estimate is the smallest sample
+//!   taken within [`RTT_SPAN`] of the latest: queueing behind other requests and bodies and
+//!   slow server moments only ever add time, so the minimum tracks the path itself.
 //! - **Per-request cost**: building and signing a request (attempt start → handed to the
 //!   transport), the median of the last samples, plus [`TRANSPORT_COST`] for the client's
 //!   share that is not timed (writing the request, parsing the answer).
@@ -66,14 +66,15 @@ pub(crate) const OPEN_WINDOW: Duration = Duration::from_millis(20);
 /// The client's per-request work besides building and signing (writing the request, parsing
 /// the response head, completing the reads): measured once on loopback, not per request.
 pub(crate) const TRANSPORT_COST: Duration = Duration::from_micros(25);
-/// How long a round-trip sample counts: the estimate is the smallest sample of this span, as
-/// in BBR's min-RTT filter. Queueing only adds time, and under load every recent sample may
-/// hold some: a cold wave's later answers wait behind its earlier ones. Of workload R's first
-/// wave on the test kit server at RTT 0 (2026-12-06), the last 16 answers read 1.2–5 ms and
-/// the first ones 0.7 ms (timed from their connection's setup), where the path answers in 0.3
-/// ms with few requests in flight. Re-planned on the last 16, 5 of 6 runs merged every 1 MiB
-/// gap (2,430 transfers, 0.31–0.46 s); on the span's minimum, 6 of 6 sent 3,046–6,354
-/// (0.28–0.34 s). A path whose round trip grew for good is followed within the span.
+/// How long a round-trip sample counts: the estimate is the smallest sample taken within this
+/// span of the latest one, as in BBR's min-RTT filter. Queueing only adds time, and under
+/// load every recent sample may hold some: a cold wave's later answers wait behind its
+/// earlier ones. Of workload R's first wave on the test kit server at RTT 0 (2026-12-06), the
+/// last 16 answers read 1.2–5 ms and the first ones 0.7 ms (timed from their connection's
+/// setup), where the path answers in 0.3 ms with few requests in flight. Re-planned on the
+/// last 16, 5 of 6 runs merged every 1 MiB gap (2,430 transfers, 0.31–0.46 s); on the span's
+/// minimum, 6 of 6 sent 3,046–6,354 (0.28–0.34 s). A path whose round trip grew for good is
+/// followed within the span.
 pub(crate) const RTT_SPAN: Duration = Duration::from_secs(10);
 /// Most round-trip samples held at once (each later and larger than the one before it).
 const RTT_KEPT: usize = 256;
@@ -118,7 +119,8 @@ impl Samples {
     }
 }
 
-/// The smallest round trip sampled in the last [`RTT_SPAN`], with how many were ever taken.
+/// The smallest round trip sampled within [`RTT_SPAN`] of the latest sample, with how many
+/// were ever taken.
 #[derive(Debug, Default)]
 struct RecentMin {
     /// The samples that may still be the smallest once older ones expire: later ones are
@@ -144,12 +146,10 @@ impl RecentMin {
         self.count += 1;
     }
 
-    /// The smallest sample taken at most [`RTT_SPAN`] before `now`.
-    fn min(&self, now: Instant) -> Option<Duration> {
-        self.candidates
-            .iter()
-            .find(|&&(t, _)| now.saturating_duration_since(t) <= RTT_SPAN)
-            .map(|&(_, v)| v)
+    /// The smallest sample taken within [`RTT_SPAN`] of the latest one: a client idle for
+    /// longer keeps what it last measured.
+    fn min(&self) -> Option<Duration> {
+        self.candidates.front().map(|&(_, v)| v)
     }
 }
 
@@ -261,7 +261,7 @@ impl Endpoint {
         let connection_rate = measured.unwrap_or(total_rate);
         LinkEstimate {
             model: CostModel {
-                rtt: self.rtt.min(now).unwrap_or(prior.rtt),
+                rtt: self.rtt.min().unwrap_or(prior.rtt),
                 per_request: self
                     .per_request
                     .median()
@@ -617,16 +617,16 @@ mod tests {
         for i in 0..20 {
             rtt.push(t0 + Duration::from_millis(i), us(2_000 + 100 * i));
         }
-        assert_eq!(rtt.min(t0 + Duration::from_millis(20)), Some(us(700)));
+        assert_eq!(rtt.min(), Some(us(700)));
         assert_eq!(rtt.count, 21);
-        // Samples older than the span no longer count.
+        // Samples taken longer than the span before the latest no longer count.
         let later = t0 + RTT_SPAN + Duration::from_micros(10_500);
-        assert_eq!(rtt.min(later), Some(us(3_100)));
-        assert_eq!(rtt.min(t0 + 2 * RTT_SPAN), None);
+        rtt.push(later, us(9_000));
+        assert_eq!(rtt.min(), Some(us(3_100)));
         // A smaller sample replaces every larger one before it.
         rtt.push(later, us(1_000));
         assert_eq!(rtt.candidates.len(), 1);
-        assert_eq!(rtt.min(later), Some(us(1_000)));
+        assert_eq!(rtt.min(), Some(us(1_000)));
         // Rising samples are held up to a bound.
         for i in 0..1_000 {
             rtt.push(later, us(2_000 + i));
