@@ -4,7 +4,7 @@
 //! What is measured, and how each estimate resists outliers:
 //! - **Round trip**: request written → first body byte, from first attempts answered 2xx. On a
 //!   new connection the handshakes come first: the sample is the time from the connection's
-//!   setup ([`ConnectedAt`](crate::transport::ConnectedAt)) or the whole time divided by the
+//!   setup ([`ConnectionTag`](crate::transport::ConnectionTag)) or the whole time divided by the
 //!   round trips it held (2 over TCP, 3 with TLS), whichever is smaller (see [`round_trip`]),
 //!   so a cold client learns from its very first wave. The estimate is the smallest sample
 //!   taken within [`RTT_SPAN`] of the latest: queueing behind other requests and bodies and

@@ -7,8 +7,8 @@
 //! 3. [`RouteConnector`]: direct, through the proxy in absolute form, or a CONNECT tunnel.
 //! 4. [`TcpConnector`]: hyper-util's `HttpConnector` with our resolver; it numbers every new
 //!    TCP connection and wraps it in [`CountedStream`], whose `Connected` info carries the
-//!    [`ConnectionId`] that hyper-util then copies into every response served on it, with
-//!    the socket's [`RecvLowat`] and the [`ConnectedAt`] instant its setup completed.
+//!    [`ConnectionTag`] (its id and when its setup completed) that hyper-util then copies
+//!    into every response served on it, with the socket's [`RecvLowat`].
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -41,15 +41,15 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>;
 /// Source of connection ids: global so that ids never repeat across clients.
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
-/// The id of the TCP connection that served a response (found in its extensions).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct ConnectionId(pub u64);
-
-/// When a connection's setup (DNS, TCP, proxy, TLS) completed, found in the extensions of
-/// every response served on it: the first request's round trip starts there, not when the
-/// request was handed over before the connection existed.
+/// The TCP connection that served a response (found in its extensions).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct ConnectedAt(pub Instant);
+pub(crate) struct ConnectionTag {
+    /// Its id, unique across clients.
+    pub id: u64,
+    /// When its setup (DNS, TCP, proxy, TLS) completed: the first request's round trip
+    /// starts there, not when the request was handed over before the connection existed.
+    pub ready: Instant,
+}
 
 /// The connect phase ran out of time; a type of its own so it is found by downcast.
 #[derive(Debug)]
@@ -104,8 +104,10 @@ impl Connection for CountedStream {
         // as the whole stack's setup completes (TLS streams ask their TCP stream).
         self.io
             .connected()
-            .extra(ConnectionId(self.id))
-            .extra(ConnectedAt(Instant::now()))
+            .extra(ConnectionTag {
+                id: self.id,
+                ready: Instant::now(),
+            })
             .extra(self.lowat.clone())
             .proxy(self.proxied)
     }

@@ -42,7 +42,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 pub(crate) use call::{Answer, Call};
-pub(crate) use connector::{ConnectedAt, ConnectionId};
+pub(crate) use connector::ConnectionTag;
 pub(crate) use error::{TransportError, TransportErrorKind};
 pub(crate) use lowat::{BodyWakes, RecvLowat};
 
@@ -338,10 +338,11 @@ impl HttpClient {
                 Some(location),
             ) = (policy, redirect::is_redirect(status), location)
             else {
+                let tag = parts.extensions.get::<ConnectionTag>();
                 return Ok(Response {
                     status,
-                    connection: parts.extensions.get::<ConnectionId>().map_or(0, |c| c.0),
-                    connected_at: parts.extensions.get::<ConnectedAt>().map(|c| c.0),
+                    connection: tag.map_or(0, |t| t.id),
+                    connected_at: tag.map(|t| t.ready),
                     // HTTP/2 multiplexes bodies over one socket: no mark of one body's.
                     lowat: (parts.version <= http::Version::HTTP_11)
                         .then(|| parts.extensions.get::<RecvLowat>().cloned())
