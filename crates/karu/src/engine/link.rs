@@ -18,10 +18,9 @@
 //!   measures its share, not what one connection can carry: taken as a connection's rate it
 //!   would make one transfer look many times slower than the link and the planner would cut
 //!   every large read. Until a lone body is measured, one connection is assumed to carry the
-//!   whole link (the total rate), and until overlapping bodies are, the link is assumed to
-//!   carry what one connection does: splitting then gains nothing by the model, so no plan
-//!   splits on a guessed ratio. Until a lone body is measured the model does cap a transfer
-//!   at [`COLD_TRANSFER`](crate::plan::cost::COLD_TRANSFER), cut into pieces that the engine's
+//!   whole link (the total rate). Until both are measured no plan splits on a guessed ratio
+//!   of the two: the model caps a transfer at
+//!   [`COLD_TRANSFER`](crate::plan::cost::COLD_TRANSFER), cut into pieces that the engine's
 //!   gate runs side by side only where more streams are measured to carry more.
 //! - **Total rate**: bytes of every body ÷ the time at least one body of the endpoint was
 //!   arriving, over windows of at least [`TOTAL_WINDOW`] and [`TOTAL_BYTES`] in which two or
@@ -29,7 +28,15 @@
 //!   it carried at best). Until a window has closed, the open one stands in once it holds
 //!   [`TOTAL_BYTES`] over at least [`OPEN_WINDOW`] with bodies overlapping: a cold client's
 //!   first wave re-plans the rest when its first round ends, often before 50 ms of bodies,
-//!   and the prior's 10 Gbit/s would then make every gap look free.
+//!   and the prior's 10 Gbit/s would then make every gap look free on a slow link. With no
+//!   window at all the prior stands, even once a lone body is measured: one body alone is no
+//!   sample of many together. Taken as the link, a lone body made workload R's re-plans
+//!   price bytes wrongly both ways (2026-12-06): on the test kit server at RTT 0 it read 2.8–3.1
+//!   GB/s where the batch sustains about 1.6, and every 1 MiB gap was merged (2,430
+//!   transfers, 400 ms against gap 0's 260–345); on s3s-fs it read 136–183 MB/s where bodies
+//!   together carry 370, and 5,676–8,605 transfers went out where merging more was faster
+//!   (at 20 ms 2,320 ms against the guards' 1,674–1,757; at RTT 0 1,235 ms, against 980 for a
+//!   re-plan on the prior).
 //!
 //! Retried exchanges and throttled answers (429, 503) give no sample. Until an estimate has a
 //! sample it is the documented prior ([`CostModel::priors`](crate::plan::CostModel::priors)).
@@ -249,16 +256,16 @@ impl Endpoint {
         let secs = |v: f64| Duration::try_from_secs_f64(v).unwrap_or(Duration::MAX);
         let rate = |v: f64| (v as u64).max(1);
         let measured = self.rate.median().map(rate);
-        // No overlapping bodies yet: the link is assumed to carry what one connection does
-        // (a measured one, else the prior); no lone body yet: one connection is assumed to
-        // carry the link. Either way no split is planned on a guessed ratio of the two; but
-        // until a connection is measured, a long transfer is cut for the gate to pace.
-        let total_rate = self
+        let total = self
             .total
             .max()
             .or_else(|| self.open_rate(now, carried))
-            .map_or(measured.unwrap_or(prior.total_rate), rate);
-        let connection_rate = measured.unwrap_or(total_rate);
+            .map(rate);
+        // No lone body yet: one connection is assumed to carry the link. No overlapping
+        // bodies yet: the link is the prior, whatever one connection carried alone (see
+        // the module docs). Until both are measured no split is planned on a guessed ratio
+        // of the two: a long transfer is cut for the gate to pace.
+        let connection_rate = measured.or(total).unwrap_or(prior.total_rate);
         LinkEstimate {
             model: CostModel {
                 rtt: self.rtt.min().unwrap_or(prior.rtt),
@@ -267,10 +274,12 @@ impl Endpoint {
                     .median()
                     .map_or(prior.per_request, |v| secs(v) + TRANSPORT_COST),
                 connection_rate,
-                // Measured connections bound the link from below.
-                total_rate: total_rate.max(connection_rate),
+                // Measured connections bound a measured link from below.
+                total_rate: total.map_or(prior.total_rate, |t| t.max(connection_rate)),
                 concurrency,
-                max_transfer: prior.max_transfer.filter(|_| measured.is_none()),
+                max_transfer: prior
+                    .max_transfer
+                    .filter(|_| measured.is_none() || total.is_none()),
             },
             rtt_samples: self.rtt.count,
             rate_samples: self.rate.count,
@@ -563,8 +572,8 @@ mod tests {
         let warm = table.estimate("http://h:1", 8);
         assert_eq!(warm.model.rtt, Duration::from_millis(20));
         assert_eq!(warm.model.connection_rate, 51_000_000);
-        // No overlapping bodies measured: the link carries what one connection does.
-        assert_eq!(warm.model.total_rate, 51_000_000);
+        // No overlapping bodies measured: the link is the prior.
+        assert_eq!(warm.model.total_rate, CostModel::PRIOR_TOTAL_RATE);
         assert_eq!((warm.rtt_samples, warm.rate_samples), (4, 5));
     }
 
@@ -656,14 +665,26 @@ mod tests {
         meter(5).ended(true);
         assert_eq!(link.lock().rate.count, 1);
         // Nothing alone measured: one connection is assumed to carry the link, and a long
-        // transfer is cut for the gate; once one is measured, the model decides.
+        // transfer is cut for the gate.
+        let cap = Some(crate::plan::cost::COLD_TRANSFER);
         let cold = LinkTable::default().estimate("http://h:1", 8);
         assert_eq!(cold.model.connection_rate, cold.model.total_rate);
+        assert_eq!(cold.model.max_transfer, cap);
+        // One measured alone, the link's total still the prior: still cut for the gate.
+        let lone = table.estimate("http://h:1", 8).model;
+        assert_ne!(lone.connection_rate, CostModel::PRIOR_TOTAL_RATE);
         assert_eq!(
-            cold.model.max_transfer,
-            Some(crate::plan::cost::COLD_TRANSFER)
+            (lone.total_rate, lone.max_transfer),
+            (CostModel::PRIOR_TOTAL_RATE, cap)
         );
-        assert_eq!(table.estimate("http://h:1", 8).model.max_transfer, None);
+        // Both measured: the model decides.
+        {
+            let mut e = link.lock();
+            e.total.push(3e8);
+        }
+        let warm = table.estimate("http://h:1", 8).model;
+        assert_eq!(warm.total_rate, 300_000_000.max(warm.connection_rate));
+        assert_eq!(warm.max_transfer, None);
     }
 
     #[test]

@@ -28,8 +28,8 @@
 //! ceilings: a gap never exceeds the policy's, and every transfer or piece keeps its span,
 //! parts and amplification within them (a single read larger than the span limit may be cut, as
 //! the guards plan never does). A model may also cap a transfer's length
-//! ([`CostModel::max_transfer`], set while one connection's rate is unmeasured): spans above it
-//! that the chosen plan keeps whole are cut into pieces no longer than the cap.
+//! ([`CostModel::max_transfer`], set while one connection's rate or the link's total is
+//! unmeasured): spans above it are then cut into pieces no longer than the cap, and no others.
 
 use std::time::Duration;
 
@@ -109,13 +109,14 @@ pub struct CostModel {
     pub total_rate: u64,
     /// Transfers in flight at once (`KARU_CONCURRENCY`).
     pub concurrency: u32,
-    /// The longest transfer a plan keeps whole, if any: a longer one (beyond what the model
-    /// itself cuts) is cut into pieces no longer than it. Set while one connection's
-    /// rate is unmeasured ([`COLD_TRANSFER`]): whether pieces side by side beat one stream
-    /// is then unknown to the model, and the engine decides how many run at once (a bulk
-    /// transfer waits at its endpoint's gate until more streams are measured to carry more),
-    /// so cutting costs a few requests where one stream is as fast and gains many streams
-    /// where each is slow. Predictions ignore it.
+    /// The longest transfer a plan keeps whole, if any: a longer one is cut into pieces no
+    /// longer than it, and the model tries no pieces of its own. Set while one connection's
+    /// rate or the link's total is unmeasured ([`COLD_TRANSFER`]): whether pieces side by side
+    /// beat one stream is then unknown to the model, and the engine decides how many run at
+    /// once (a bulk transfer waits at its endpoint's gate until more streams are measured to
+    /// carry more), so cutting costs a few requests where one stream is as fast and gains many
+    /// streams where each is slow. While it is set, predictions take one transfer to run at
+    /// the link's rate (`total_rate`), whatever `connection_rate` says; they never cut by it.
     pub max_transfer: Option<u64>,
 }
 
@@ -129,7 +130,10 @@ impl CostModel {
     /// much faster several connections are than one is what makes a split pay, and a guess
     /// of it would split (and open connections for) every large read on a link where one
     /// connection is as fast. A transfer longer than [`COLD_TRANSFER`] is cut meanwhile
-    /// (see [`CostModel::max_transfer`]).
+    /// (see [`CostModel::max_transfer`]). The prior stands until bodies side by side are
+    /// measured, whatever one connection carried alone: what one body does alone says little
+    /// of what many do together (on 2 shared cores a lone body ran at 3 GB/s where a batch's
+    /// bodies together sustained 1.6; on s3s-fs, at 170 MB/s where together they carried 370).
     pub const PRIOR_TOTAL_RATE: u64 = 1_250_000_000;
 
     /// The documented priors, with `concurrency` slots.
@@ -177,7 +181,7 @@ impl CostModel {
         }
         let rtt = self.rtt.as_secs_f64();
         let k = rtt + self.per_request.as_secs_f64();
-        let pc = self.connection_rate.max(1) as f64;
+        let pc = self.stream_rate().max(1) as f64;
         let total = self.total_rate.max(1) as f64;
         let bytes = load.bytes as f64;
         let c = u64::from(self.concurrency.max(1)).min(load.n) as f64;
@@ -186,6 +190,17 @@ impl CostModel {
         let longest = k + load.max as f64 / pc;
         let work = load.n as f64 * self.per_request.as_secs_f64();
         slots.max(link).max(longest) + work
+    }
+
+    /// The rate one transfer is planned to run at: one connection's, or the link's while the
+    /// model caps transfers ([`CostModel::max_transfer`]): until both are measured, a plan
+    /// that runs transfers side by side rather than one after another (fewer merges, or
+    /// pieces) must not win on a guessed ratio of the two.
+    fn stream_rate(&self) -> u64 {
+        match self.max_transfer {
+            Some(_) => self.total_rate,
+            None => self.connection_rate,
+        }
     }
 
     /// The merge gaps worth trying: the guards' own, none at all, touching reads only, the
@@ -198,7 +213,7 @@ impl CostModel {
             gaps.push(None);
             let k = self.rtt.as_secs_f64() + self.per_request.as_secs_f64();
             let c = f64::from(self.concurrency.max(1));
-            let pc = self.connection_rate as f64;
+            let pc = self.stream_rate() as f64;
             let total = self.total_rate as f64;
             let rated = [k * pc, k * total / c, k * total];
             let smallest = rated.iter().copied().fold(f64::INFINITY, f64::min);
@@ -218,10 +233,15 @@ impl CostModel {
     }
 
     /// Piece sizes worth trying for a load: enough pieces to fill a quarter of the slots up
-    /// to twice them, never below [`MIN_PIECE`] and only below the longest transfer.
+    /// to twice them, never below [`MIN_PIECE`] and only below the longest transfer. None
+    /// while the model caps transfers ([`CostModel::max_transfer`]): what pieces side by
+    /// side gain is then unmeasured, and the cap's pieces are paced by the engine instead.
     fn piece_sizes(&self, load: &Load) -> Vec<u64> {
         let c = u64::from(self.concurrency.max(1));
         let mut sizes = Vec::new();
+        if self.max_transfer.is_some() {
+            return sizes;
+        }
         for m in [c / 4, c / 2, c, 2 * c] {
             let size = load.bytes.div_ceil(u128::from(m.max(1)));
             let size = u64::try_from(size).unwrap_or(u64::MAX).max(MIN_PIECE);
@@ -253,8 +273,8 @@ pub struct LinkEstimate {
     pub rtt_samples: u64,
     /// Connection-rate samples behind `model.connection_rate` (0: the prior).
     pub rate_samples: u64,
-    /// Total-rate samples behind `model.total_rate` (0: the prior, or the connection rate
-    /// when that is higher).
+    /// Total-rate samples behind `model.total_rate` (0: the prior, or the first window while
+    /// it is open); a measured total is at least the connection rate.
     pub total_samples: u64,
 }
 
@@ -394,7 +414,11 @@ struct Choice {
 /// // each and 1.25 GB/s together, is cut into pieces that run in parallel; each piece is a
 /// // part with the read's index and its place in the read.
 /// let read = [Request { locator: &object, offset: 0, length: 64 << 20, if_match: None }];
-/// let model = CostModel { connection_rate: 100_000_000, ..CostModel::priors(64) };
+/// let model = CostModel {
+///     connection_rate: 100_000_000,
+///     max_transfer: None,
+///     ..CostModel::priors(64)
+/// };
 /// let planned = plan_cost(&read, &Policy::default(), &model);
 /// assert!(planned.transfers.len() > 1);
 /// let mut next = 0;
