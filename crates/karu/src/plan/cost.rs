@@ -609,6 +609,34 @@ mod tests {
     }
 
     #[test]
+    fn a_capped_model_runs_every_transfer_at_the_links_rate() {
+        let object = Locator::parse("https://example.com/data.bin").unwrap();
+        // Two touching reads of 2 and 1 MiB, on a link whose one connection carries 100 MB/s
+        // and all 1.25 GB/s: side by side they beat one 3 MiB transfer (121 against 131 ms).
+        let reads = [(0, 2 << 20), (2 << 20, 1 << 20)].map(|(offset, length)| Request {
+            locator: &object,
+            offset,
+            length,
+            if_match: None,
+        });
+        let measured = CostModel {
+            rtt: Duration::from_millis(100),
+            connection_rate: 100_000_000,
+            max_transfer: None,
+            ..CostModel::priors(64)
+        };
+        let policy = Policy::default();
+        assert_eq!(plan_cost(&reads, &policy, &measured).transfers.len(), 2);
+        // While either rate is unmeasured (the cap is set), the ratio is a guess: one
+        // connection is taken to carry the link, and the touching reads merge.
+        let guessed = CostModel {
+            max_transfer: Some(COLD_TRANSFER),
+            ..measured
+        };
+        assert_eq!(plan_cost(&reads, &policy, &guessed).transfers.len(), 1);
+    }
+
+    #[test]
     fn reads_in_clusters_merge_within_clusters_and_not_across_them() {
         let object = Locator::parse("https://example.com/data.h5").unwrap();
         // 15 clusters of 52 reads of 56 KiB, 1 KiB apart, clusters 3.2 MB apart (gaps of
