@@ -479,7 +479,7 @@ fn get(
 fn describe(m: &CostModel) -> String {
     let cap = m.max_transfer.map_or(String::new(), |max| {
         format!(
-            ", transfers over {} MiB cut (one connection unmeasured)",
+            ", transfers over {} MiB cut (one connection or the link unmeasured)",
             max >> 20
         )
     });

@@ -34,9 +34,9 @@
 //!   price bytes wrongly both ways (2026-12-06): on the test kit server at RTT 0 it read 2.8–3.1
 //!   GB/s where the batch sustains about 1.6, and every 1 MiB gap was merged (2,430
 //!   transfers, 400 ms against gap 0's 260–345); on s3s-fs it read 136–183 MB/s where bodies
-//!   together carry 370, and 5,676–8,605 transfers went out where merging more was faster
-//!   (at 20 ms 2,320 ms against the guards' 1,674–1,757; at RTT 0 1,235 ms, against 980 for a
-//!   re-plan on the prior).
+//!   together carry 370, and 5,248–8,605 transfers went out where merging more was faster
+//!   (at 20 ms 2,074–2,320 ms against the guards' 1,674–1,757; at RTT 0 1,235 ms, against 980
+//!   for a re-plan on the prior).
 //!
 //! Retried exchanges and throttled answers (429, 503) give no sample. Until an estimate has a
 //! sample it is the documented prior ([`CostModel::priors`](crate::plan::CostModel::priors)).
