@@ -108,7 +108,9 @@ struct PlanLink {
     /// All connections together, e.g. `1Gbit`, `100Mbit`, `200MB/s`.
     #[arg(long, value_parser = units::rate)]
     bandwidth: Option<u64>,
-    /// One connection (default: the bandwidth when given).
+    /// One connection (default: the bandwidth when given). Only with both rates given may
+    /// the plan cut a long transfer into pieces of its choosing; otherwise transfers over
+    /// 32 MiB are cut at that size, as a client does until it has measured both.
     #[arg(long, value_parser = units::rate)]
     per_connection: Option<u64>,
     /// Transfers in flight (default: KARU_CONCURRENCY).
@@ -509,8 +511,13 @@ fn plan_link(client: &Client, given: &PlanLink) -> (CostModel, Vec<&'static str>
             .unwrap_or(prior.connection_rate),
         total_rate: given.bandwidth.unwrap_or(prior.total_rate),
         concurrency,
-        // A given connection rate is a measured one: the model alone decides the cuts.
-        max_transfer: given.per_connection.map_or(prior.max_transfer, |_| None),
+        // Given rates are measured ones: with both, the model alone decides the cuts; with
+        // one, the other is a guess, and as in the engine long transfers are cut at the cap
+        // rather than on a guessed ratio of the two.
+        max_transfer: match (given.per_connection, given.bandwidth) {
+            (Some(_), Some(_)) => None,
+            _ => prior.max_transfer,
+        },
     };
     let mut priors = Vec::new();
     if given.rtt.is_none() {

@@ -124,6 +124,25 @@ fn plan_prints_transfers_and_amplification() {
         text.contains("predicted: 640.6 ms  (guards plan: 8.25 s"),
         "{text}"
     );
+    // One 256 MiB read at 20 ms. With both rates given the model cuts it where pieces pay
+    // (on 64 slots of 100 MB/s each); with one of them it is a guess of the other, so the
+    // plan cuts at the cold cap instead, as the engine does until it has measured both.
+    let big = "0,268435456\n";
+    let link = ["--rtt", "20ms", "--per-connection", "100MB/s"];
+    let plan_for = |more: &[&str]| {
+        let mut args = vec!["plan", "https://example.com/big.bin", "--ranges", "-"];
+        args.extend(link);
+        args.extend(more);
+        let out = karu(&args, Some(big));
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let one = plan_for(&[]);
+    assert!(one.contains("transfers: 8 "), "{one}");
+    assert!(one.contains("over 32 MiB cut"), "{one}");
+    let both = plan_for(&["--bandwidth", "10Gbit"]);
+    assert!(!both.contains("over 32 MiB cut"), "{both}");
+    assert!(!both.contains("transfers: 8 "), "{both}");
     // No link given: the priors, named.
     let out = karu(
         &["plan", "https://example.com/data.bin", "--ranges", "-"],
