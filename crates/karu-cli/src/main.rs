@@ -511,13 +511,11 @@ fn plan_link(client: &Client, given: &PlanLink) -> (CostModel, Vec<&'static str>
             .unwrap_or(prior.connection_rate),
         total_rate: given.bandwidth.unwrap_or(prior.total_rate),
         concurrency,
-        // Given rates are measured ones: with both, the model alone decides the cuts; with
-        // one, the other is a guess, and as in the engine long transfers are cut at the cap
-        // rather than on a guessed ratio of the two.
-        max_transfer: match (given.per_connection, given.bandwidth) {
-            (Some(_), Some(_)) => None,
-            _ => prior.max_transfer,
-        },
+        // Given rates are measured ones; one alone leaves the other a guess.
+        max_transfer: CostModel::transfer_cap(
+            given.per_connection.is_some(),
+            given.bandwidth.is_some(),
+        ),
     };
     let mut priors = Vec::new();
     if given.rtt.is_none() {

@@ -277,9 +277,7 @@ impl Endpoint {
                 // Measured connections bound a measured link from below.
                 total_rate: total.map_or(prior.total_rate, |t| t.max(connection_rate)),
                 concurrency,
-                max_transfer: prior
-                    .max_transfer
-                    .filter(|_| measured.is_none() || total.is_none()),
+                max_transfer: CostModel::transfer_cap(measured.is_some(), total.is_some()),
             },
             rtt_samples: self.rtt.count,
             rate_samples: self.rate.count,

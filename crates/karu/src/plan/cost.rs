@@ -151,8 +151,21 @@ impl CostModel {
             connection_rate: Self::PRIOR_TOTAL_RATE,
             total_rate: Self::PRIOR_TOTAL_RATE,
             concurrency,
-            max_transfer: Some(COLD_TRANSFER),
+            max_transfer: Self::transfer_cap(false, false),
         }
+    }
+
+    /// The [`CostModel::max_transfer`] of a model whose connection rate and total rate are
+    /// measured or not: [`COLD_TRANSFER`] unless both are. The engine's estimates and `karu
+    /// plan`'s given rates both set the cap by this rule.
+    ///
+    /// ```
+    /// use karu::plan::{cost::COLD_TRANSFER, CostModel};
+    /// assert_eq!(CostModel::transfer_cap(true, false), Some(COLD_TRANSFER));
+    /// assert_eq!(CostModel::transfer_cap(true, true), None);
+    /// ```
+    pub fn transfer_cap(connection_measured: bool, total_measured: bool) -> Option<u64> {
+        (!(connection_measured && total_measured)).then_some(COLD_TRANSFER)
     }
 
     /// The predicted time of a plan's remote transfers under this model (local files use
@@ -237,11 +250,11 @@ impl CostModel {
     /// while the model caps transfers ([`CostModel::max_transfer`]): what pieces side by
     /// side gain is then unmeasured, and the cap's pieces are paced by the engine instead.
     fn piece_sizes(&self, load: &Load) -> Vec<u64> {
+        if self.max_transfer.is_some() {
+            return Vec::new();
+        }
         let c = u64::from(self.concurrency.max(1));
         let mut sizes = Vec::new();
-        if self.max_transfer.is_some() {
-            return sizes;
-        }
         for m in [c / 4, c / 2, c, 2 * c] {
             let size = load.bytes.div_ceil(u128::from(m.max(1)));
             let size = u64::try_from(size).unwrap_or(u64::MAX).max(MIN_PIECE);
