@@ -638,11 +638,9 @@ fn run_matrix(at: &Place<'_>, w: &Workload, opts: &Opts, scale: Scale) -> Vec<Ro
     // The naive reader is sequential: 10,000 reads at 50 ms would take over 8 minutes, so it
     // reads for at most this long and is extrapolated linearly (marked ~ in the tables).
     let budget = Duration::from_millis(if opts.quick { 500 } else { 1000 });
-    // Asked once every reader has run `opts.reps` times.
-    let short =
-        |rows: &[Row]| !opts.quick && rows.iter().map(Row::wall).sum::<Duration>() < SHORT_CELL;
+    let mut reps = opts.reps;
     let mut rep = 0;
-    while rep < opts.reps || (rep < opts.reps * SHORT_CELL_REPS && short(&rows)) {
+    while rep < reps {
         // Alternate the order so that no reader always runs first (cold caches) or last.
         for k in 0..readers.len() {
             let i = (k + rep) % readers.len();
@@ -678,6 +676,13 @@ fn run_matrix(at: &Place<'_>, w: &Workload, opts: &Opts, scale: Scale) -> Vec<Ro
             );
         }
         rep += 1;
+        // Decided once, when every reader has run `opts.reps` times.
+        if rep == opts.reps
+            && !opts.quick
+            && rows.iter().map(Row::wall).sum::<Duration>() < SHORT_CELL
+        {
+            reps *= SHORT_CELL_REPS;
+        }
     }
     for row in &mut rows {
         let (transfers, fetched, conc) = planned(row.reader, w, t).unwrap_or_else(|| {
