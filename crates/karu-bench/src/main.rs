@@ -459,7 +459,7 @@ fn main() {
         reps: opts.reps,
         quick: opts.quick,
         total,
-        command: std::env::args().skip(1).collect::<Vec<_>>().join(" "),
+        command: rerun_command(std::env::args().skip(1)),
     };
     // P's rows have a section of their own, so a run of P alone leaves the other tables (and
     // the chart drawn from them) as they are.
@@ -597,6 +597,25 @@ struct Place<'a> {
     target: &'a Target,
     profile: Profile,
     bw: f64,
+}
+
+/// The command that re-runs a run given `args`: the same arguments but `--out`, which only
+/// says where the tables went (a committed file would otherwise name a scratch path).
+fn rerun_command(mut args: impl Iterator<Item = String>) -> String {
+    let mut kept = Vec::new();
+    while let Some(a) = args.next() {
+        if a == "--out" {
+            args.next();
+        } else if !a.starts_with("--out=") {
+            kept.push(a);
+        }
+    }
+    let mut command = String::from("cargo run --release -p karu-bench");
+    if !kept.is_empty() {
+        command.push_str(" -- ");
+        command.push_str(&kept.join(" "));
+    }
+    command
 }
 
 /// A cell whose readers' median walls add up to less than this is short: its walls move
@@ -778,6 +797,30 @@ mod tests {
             ms(0) + Duration::from_micros(500)
         );
         assert_eq!(bound(0, 0, 64, 20, 1e9), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_rerun_command_leaves_out_where_the_tables_went() {
+        let args = |a: &[&str]| {
+            a.iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .into_iter()
+        };
+        assert_eq!(
+            rerun_command(args(&[])),
+            "cargo run --release -p karu-bench"
+        );
+        assert_eq!(
+            rerun_command(args(&[
+                "--out",
+                "/tmp/b.md",
+                "--workloads",
+                "P",
+                "--out=/tmp/c.md"
+            ])),
+            "cargo run --release -p karu-bench -- --workloads P"
+        );
     }
 
     #[test]
