@@ -801,24 +801,10 @@ mod tests {
 
     #[test]
     fn the_rerun_command_leaves_out_where_the_tables_went() {
-        let args = |a: &[&str]| {
-            a.iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .into_iter()
-        };
+        let rerun = |a: &[&str]| rerun_command(a.iter().map(|s| s.to_string()));
+        assert_eq!(rerun(&[]), "cargo run --release -p karu-bench");
         assert_eq!(
-            rerun_command(args(&[])),
-            "cargo run --release -p karu-bench"
-        );
-        assert_eq!(
-            rerun_command(args(&[
-                "--out",
-                "/tmp/b.md",
-                "--workloads",
-                "P",
-                "--out=/tmp/c.md"
-            ])),
+            rerun(&["--out", "/tmp/b.md", "--workloads", "P", "--out=/tmp/c.md"]),
             "cargo run --release -p karu-bench -- --workloads P"
         );
     }
