@@ -19,9 +19,9 @@
 //! whose times differ by less are equal, and then the one with fewer transfers (then fewer
 //! bytes) wins, since every request costs the server something a model of the client misses.
 //!
-//! [`plan_cost`] sweeps the reads with a few merge gaps (none, the guards' gap, the gaps whose
-//! bytes cost as much as the round trip they save at each rate, and the fixed ladder of small
-//! gaps `GAP_LADDER` below the smallest of those), cuts long transfers into pieces of a few
+//! [`plan_cost`] sweeps the reads with a few merge gaps side by side, in one pass (none, the
+//! guards' gap, the gaps whose bytes cost as much as the round trip they save at each rate, and
+//! the fixed ladder of small gaps `GAP_LADDER` below the smallest of those), cuts long transfers into pieces of a few
 //! sizes (so that idle slots share a transfer that would dominate the batch), and keeps the
 //! candidate with the smallest predicted time. The guards plan and the plan without merging are
 //! candidates, so the chosen plan is never predicted slower than either. The four guards stay
@@ -309,7 +309,7 @@ impl LinkEstimate {
 }
 
 /// Transfers counted for a prediction.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Load {
     n: u64,
     bytes: u128,
@@ -453,12 +453,14 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
             best = Some((key, choice));
         }
     };
-    for gap in model.gaps(policy) {
-        remote_spans(&prepared, gap, policy, &mut spans);
-        let mut load = Load::default();
-        spans.iter().for_each(|(_, s)| load.add(s.length()));
+    let gaps = model.gaps(policy);
+    for (&gap, load) in gaps.iter().zip(loads(&prepared, &gaps, policy)) {
         consider(&load, Choice { gap, piece: None });
-        for size in model.piece_sizes(&load) {
+        let sizes = model.piece_sizes(&load);
+        if !sizes.is_empty() {
+            remote_spans(&prepared, gap, policy, &mut spans);
+        }
+        for size in sizes {
             let mut load = Load::default();
             for &(base, s) in &spans {
                 if s.length() <= size {
@@ -527,6 +529,63 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
     }
 }
 
+/// The load of every remote group's spans under each of `gaps`, in one pass over the entries:
+/// a [`sweep`] per gap, run side by side (each gap's span open at the current entry), so that
+/// trying a gap costs a few comparisons per read rather than a pass over them all.
+fn loads(prepared: &Prepared, gaps: &[Option<u64>], policy: &Policy) -> Vec<Load> {
+    /// A gap's span being built: its first byte, last byte, bytes asked for and reads.
+    #[derive(Clone, Copy)]
+    struct Open {
+        start: u64,
+        last: u64,
+        useful: u128,
+        parts: u64,
+    }
+    let mut loads = vec![Load::default(); gaps.len()];
+    let mut open: Vec<Open> = Vec::with_capacity(gaps.len());
+    for (group, remote) in prepared.groups() {
+        let Some((first, rest)) = group.split_first().filter(|_| remote) else {
+            continue;
+        };
+        let start = |e: &Entry| Open {
+            start: e.offset,
+            last: e.offset + (e.length - 1),
+            useful: u128::from(e.length),
+            parts: 1,
+        };
+        open.clear();
+        open.resize(gaps.len(), start(first));
+        for e in rest {
+            let e_last = e.offset + (e.length - 1);
+            for ((o, &gap), load) in open.iter_mut().zip(gaps).zip(&mut loads) {
+                // The guards of `sweep`, in its order.
+                let merges = gap.is_some_and(|gap| {
+                    let end = o.last.max(e_last);
+                    let merged = o.useful + u128::from(e.length);
+                    (e.offset <= o.last || e.offset - o.last - 1 <= gap)
+                        && end - o.start < policy.limit
+                        && o.parts < policy.parts
+                        && merged
+                            .checked_mul(u128::from(policy.amplification))
+                            .is_none_or(|budget| u128::from(end - o.start) < budget)
+                });
+                if merges {
+                    o.last = o.last.max(e_last);
+                    o.useful += u128::from(e.length);
+                    o.parts += 1;
+                } else {
+                    load.add(o.last - o.start + 1);
+                    *o = start(e);
+                }
+            }
+        }
+        for (o, load) in open.iter().zip(&mut loads) {
+            load.add(o.last - o.start + 1);
+        }
+    }
+    loads
+}
+
 /// The spans of every remote group under `gap`, each with its group's first entry.
 fn remote_spans(
     prepared: &Prepared,
@@ -576,6 +635,40 @@ fn piece(entries: &[Entry], p: Piece) -> Transfer {
 mod tests {
     use super::*;
     use crate::locator::Locator;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The side-by-side sweeps give every gap the load of its own sweep.
+        #[test]
+        fn loads_of_all_gaps_at_once_are_those_of_one_sweep_each(
+            reads in prop::collection::vec((0..3usize, 0..2_000u64, 1..300u64), 0..60),
+            gaps in prop::collection::vec(prop::option::of(0..200u64), 1..6),
+            limit in prop_oneof![1..1_000u64, Just(u64::MAX)],
+            parts in prop_oneof![1..8u64, Just(u64::MAX)],
+            amplification in prop_oneof![1..6u64, Just(u64::MAX)],
+        ) {
+            let objects = ["https://a.example/x", "https://b.example/y", "/tmp/local"]
+                .map(|u| Locator::parse(u).unwrap());
+            let requests: Vec<Request> = reads
+                .iter()
+                .map(|&(o, offset, length)| Request {
+                    locator: &objects[o],
+                    offset,
+                    length,
+                    if_match: None,
+                })
+                .collect();
+            let policy = Policy { gap: 1, limit, parts, amplification };
+            let prepared = Prepared::new(&requests);
+            let mut spans = Vec::new();
+            for (&gap, load) in gaps.iter().zip(loads(&prepared, &gaps, &policy)) {
+                remote_spans(&prepared, gap, &policy, &mut spans);
+                let mut own = Load::default();
+                spans.iter().for_each(|(_, s)| own.add(s.length()));
+                prop_assert_eq!(load, own, "gap {:?}", gap);
+            }
+        }
+    }
 
     fn lengths(plan: &Plan) -> Vec<u64> {
         plan.transfers.iter().map(|t| t.length).collect()
