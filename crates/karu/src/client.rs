@@ -179,6 +179,11 @@ impl Client {
             _ => None,
         };
         let planned = plan_reads(&reads, &policy, estimate.as_ref());
+        // A cold link's endpoint, whose total rate the re-plan waits for.
+        let cold = estimate
+            .filter(LinkEstimate::is_cold)
+            .and_then(|_| reads.iter().find(|r| r.locator.is_remote()))
+            .and_then(|r| link::locator_endpoint(&self.inner.settings, &r.locator));
         let raw = reads.iter().any(|r| matches!(r.dest, Dest::Raw(_)));
         let shared = Shared::new(reads.len(), raw);
         if hand_back {
@@ -211,7 +216,16 @@ impl Client {
             _ => transfers.len(),
         };
         let later = transfers.split_off(wave);
-        let wave = (!later.is_empty()).then(|| Wave::new(transfers.len()));
+        let wave = (!later.is_empty()).then(|| match cold {
+            Some(endpoint) => {
+                let engine = Arc::clone(&engine);
+                Wave::until(
+                    transfers.len(),
+                    Box::new(move || engine.total_known(&endpoint)),
+                )
+            }
+            None => Wave::new(transfers.len()),
+        });
         Counters::add(&shared.counters.transfers, transfers.len() as u64);
         let work = work(&mut slots, transfers, wave.as_ref());
         if let Some(wave) = wave {

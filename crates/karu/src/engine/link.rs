@@ -321,6 +321,20 @@ impl LinkTable {
         link
     }
 
+    /// Whether `endpoint`'s total rate is measured: a window closed, or the open one stands
+    /// in (see the module docs).
+    pub(crate) fn total_known(&self, endpoint: &str) -> bool {
+        let link = {
+            let map = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
+            map.get(endpoint).cloned()
+        };
+        link.is_some_and(|l| {
+            let carried = l.bytes.load(Ordering::Relaxed);
+            let e = l.lock();
+            e.total.count > 0 || e.open_rate(Instant::now(), carried).is_some()
+        })
+    }
+
     /// The estimate for `endpoint` (the priors for one never seen).
     pub(crate) fn estimate(&self, endpoint: &str, concurrency: u32) -> LinkEstimate {
         let link = {
