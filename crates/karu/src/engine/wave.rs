@@ -86,22 +86,23 @@ impl Wave {
     /// A wave whose re-plan is given later ([`Wave::arm`]): the re-plan takes the reads the
     /// wave's own transfers left, which are known only once its tickets are handed out.
     pub(crate) fn new(size: usize) -> Arc<Wave> {
-        Arc::new(Wave {
-            trigger: size.div_ceil(2).max(1),
-            size,
-            ended: AtomicUsize::new(0),
-            replan: Mutex::new(Stage::Unarmed { due: false }),
-            measured: None,
-        })
+        Arc::new(Wave::of(size, None))
     }
 
     /// As [`Wave::new`], but once half the wave has ended the re-plan also waits until
     /// `measured` says the link's total rate is known, or the whole wave has ended.
     pub(crate) fn until(size: usize, measured: Measured) -> Arc<Wave> {
-        Arc::new(Wave {
-            measured: Some(measured),
-            ..Arc::into_inner(Wave::new(size)).expect("a new wave has one owner")
-        })
+        Arc::new(Wave::of(size, Some(measured)))
+    }
+
+    fn of(size: usize, measured: Option<Measured>) -> Wave {
+        Wave {
+            trigger: size.div_ceil(2).max(1),
+            size,
+            ended: AtomicUsize::new(0),
+            replan: Mutex::new(Stage::Unarmed { due: false }),
+            measured,
+        }
     }
 
     /// Gives the re-plan; it runs now if the wave already asked for it.

@@ -20,21 +20,21 @@
 //! bytes) wins, since every request costs the server something a model of the client misses.
 //!
 //! [`plan_cost`] sweeps the reads with a few merge gaps side by side, in one pass (none, the
-//! guards' gap, the gaps whose bytes cost as much as the round trip they save at each rate, and
-//! the fixed ladder of small gaps `GAP_LADDER` below the smallest of those), cuts long transfers into pieces of a few
-//! sizes (so that idle slots share a transfer that would dominate the batch), and keeps the
-//! candidate with the smallest predicted time. The guards plan and the plan without merging are
-//! candidates, so the chosen plan is never predicted slower than either. The four guards stay
-//! ceilings: a gap never exceeds the policy's, and every transfer or piece keeps its span,
-//! parts and amplification within them (a single read larger than the span limit may be cut, as
-//! the guards plan never does). A model may also cap a transfer's length
+//! guards' gap, the gaps whose bytes cost as much as the round trip they save at each rate, and the
+//! fixed ladder of small gaps `GAP_LADDER` below the smallest of those), cuts long transfers into
+//! pieces of a few sizes (so that idle slots share a transfer that would dominate the batch), and
+//! keeps the candidate with the smallest predicted time. The guards plan and the plan without
+//! merging are candidates, so the chosen plan is never predicted slower than either. The four
+//! guards stay ceilings: a gap never exceeds the policy's, and every transfer or piece keeps its
+//! span, parts and amplification within them (a single read larger than the span limit may be cut,
+//! as the guards plan never does). A model may also cap a transfer's length
 //! ([`CostModel::max_transfer`], set while one connection's rate or the link's total is
 //! unmeasured): spans above it are then cut into pieces no longer than the cap, and no others.
 
 use std::time::Duration;
 
 use super::{
-    Entry, Part, Plan, Policy, Prepared, Request, Span, Transfer, guards_gap, sweep, transfer,
+    Entry, Open, Part, Plan, Policy, Prepared, Request, Span, Transfer, guards_gap, sweep, transfer,
 };
 
 /// The smallest piece a transfer is cut into: 8 MiB, the download's chunk. A new connection
@@ -533,54 +533,26 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
 /// a [`sweep`] per gap, run side by side (each gap's span open at the current entry), so that
 /// trying a gap costs a few comparisons per read rather than a pass over them all.
 fn loads(prepared: &Prepared, gaps: &[Option<u64>], policy: &Policy) -> Vec<Load> {
-    /// A gap's span being built: its first byte, last byte, bytes asked for and reads.
-    #[derive(Clone, Copy)]
-    struct Open {
-        start: u64,
-        last: u64,
-        useful: u128,
-        parts: u64,
-    }
     let mut loads = vec![Load::default(); gaps.len()];
     let mut open: Vec<Open> = Vec::with_capacity(gaps.len());
     for (group, remote) in prepared.groups() {
         let Some((first, rest)) = group.split_first().filter(|_| remote) else {
             continue;
         };
-        let start = |e: &Entry| Open {
-            start: e.offset,
-            last: e.offset + (e.length - 1),
-            useful: u128::from(e.length),
-            parts: 1,
-        };
         open.clear();
-        open.resize(gaps.len(), start(first));
+        open.resize(gaps.len(), Open::new(first));
         for e in rest {
-            let e_last = e.offset + (e.length - 1);
             for ((o, &gap), load) in open.iter_mut().zip(gaps).zip(&mut loads) {
-                // The guards of `sweep`, in its order.
-                let merges = gap.is_some_and(|gap| {
-                    let end = o.last.max(e_last);
-                    let merged = o.useful + u128::from(e.length);
-                    (e.offset <= o.last || e.offset - o.last - 1 <= gap)
-                        && end - o.start < policy.limit
-                        && o.parts < policy.parts
-                        && merged
-                            .checked_mul(u128::from(policy.amplification))
-                            .is_none_or(|budget| u128::from(end - o.start) < budget)
-                });
-                if merges {
-                    o.last = o.last.max(e_last);
-                    o.useful += u128::from(e.length);
-                    o.parts += 1;
+                if gap.is_some_and(|gap| o.joins(e, gap, policy)) {
+                    o.join(e);
                 } else {
-                    load.add(o.last - o.start + 1);
-                    *o = start(e);
+                    load.add(o.length());
+                    *o = Open::new(e);
                 }
             }
         }
         for (o, load) in open.iter().zip(&mut loads) {
-            load.add(o.last - o.start + 1);
+            load.add(o.length());
         }
     }
     loads

@@ -435,49 +435,71 @@ impl Span {
 fn sweep(entries: &[Entry], gap: Option<u64>, policy: &Policy, spans: &mut Vec<Span>) {
     let mut i = 0;
     while i < entries.len() {
-        let first = entries[i];
-        let start = first.offset;
-        let mut last = first.offset + (first.length - 1);
-        let mut useful = u128::from(first.length);
+        let mut open = Open::new(&entries[i]);
         let mut j = i + 1;
         if let Some(gap) = gap {
             for e in &entries[i + 1..] {
-                if e.offset > last && e.offset - last - 1 > gap {
+                if !open.joins(e, gap, policy) {
                     break;
                 }
-                let end = last.max(e.offset + (e.length - 1));
-                // end - start + 1 > limit, without overflow.
-                if end - start >= policy.limit {
-                    break;
-                }
-                if (j - i) as u64 >= policy.parts {
-                    break;
-                }
-                let merged = useful + u128::from(e.length);
-                let span = u128::from(end - start) + 1;
-                // An overflowing product passes the guard (spec §5.2).
-                if merged
-                    .checked_mul(u128::from(policy.amplification))
-                    .is_some_and(|budget| span > budget)
-                {
-                    break;
-                }
-                last = end;
-                useful = merged;
+                open.join(e);
                 j += 1;
             }
         }
         spans.push(Span {
             from: i,
             to: j,
-            start,
-            last,
+            start: open.start,
+            last: open.last,
         });
         i = j;
     }
 }
 
-/// Transfers of whole reads, one per span, with parts of their exact capacity.
+/// A span being merged: its first and last byte, the bytes its reads ask for, and how many
+/// reads it holds.
+#[derive(Clone, Copy, Debug)]
+struct Open {
+    start: u64,
+    last: u64,
+    useful: u128,
+    parts: u64,
+}
+
+impl Open {
+    fn new(e: &Entry) -> Open {
+        Open {
+            start: e.offset,
+            last: e.offset + (e.length - 1),
+            useful: u128::from(e.length),
+            parts: 1,
+        }
+    }
+
+    /// Whether the next read (in offset order) joins the span under merge gap `gap` and the
+    /// guards: within the gap, the span limit, the parts limit and the amplification budget
+    /// (an overflowing budget passes, spec §5.2).
+    fn joins(&self, e: &Entry, gap: u64, policy: &Policy) -> bool {
+        let end = self.last.max(e.offset + (e.length - 1));
+        (e.offset <= self.last || e.offset - self.last - 1 <= gap)
+            && end - self.start < policy.limit
+            && self.parts < policy.parts
+            && (self.useful + u128::from(e.length))
+                .checked_mul(u128::from(policy.amplification))
+                .is_none_or(|budget| u128::from(end - self.start) < budget)
+    }
+
+    fn join(&mut self, e: &Entry) {
+        self.last = self.last.max(e.offset + (e.length - 1));
+        self.useful += u128::from(e.length);
+        self.parts += 1;
+    }
+
+    fn length(&self) -> u64 {
+        self.last - self.start + 1
+    }
+}
+
 fn emit(entries: &[Entry], spans: &[Span], remote: bool, transfers: &mut Vec<Transfer>) {
     transfers.extend(spans.iter().map(|&s| transfer(entries, s, remote)));
 }
