@@ -93,9 +93,15 @@ impl Client {
     }
 
     fn estimate_in(&self, engine: &Engine, locator: &Locator) -> LinkEstimate {
+        let endpoint = link::locator_endpoint(&self.inner.settings, locator);
+        self.estimate_at(engine, endpoint.as_deref())
+    }
+
+    /// The estimate for `endpoint` (the priors for none: a locator no request is built for).
+    fn estimate_at(&self, engine: &Engine, endpoint: Option<&str>) -> LinkEstimate {
         let concurrency = self.inner.settings.concurrency();
-        match link::locator_endpoint(&self.inner.settings, locator) {
-            Some(endpoint) => engine.estimate(&endpoint, concurrency),
+        match endpoint {
+            Some(endpoint) => engine.estimate(endpoint, concurrency),
             None => LinkEstimate::priors(concurrency),
         }
     }
@@ -165,6 +171,8 @@ impl Client {
         model: Option<plan::CostModel>,
     ) -> Result<Batch> {
         let engine = self.engine();
+        // The endpoint whose estimate the plan assumes (found once: it prepares a request).
+        let mut endpoint = None;
         let estimate = match (model, mode) {
             (Some(model), _) => Some(LinkEstimate {
                 model,
@@ -172,18 +180,15 @@ impl Client {
                 rate_samples: 1,
                 total_samples: 1,
             }),
-            (None, Mode::Cost) => reads
-                .iter()
-                .find(|r| r.locator.is_remote())
-                .map(|r| self.estimate_in(&engine, &r.locator)),
+            (None, Mode::Cost) => reads.iter().find(|r| r.locator.is_remote()).map(|r| {
+                endpoint = link::locator_endpoint(&self.inner.settings, &r.locator);
+                self.estimate_at(&engine, endpoint.as_deref())
+            }),
             _ => None,
         };
         let planned = plan_reads(&reads, &policy, estimate.as_ref());
         // A cold link's endpoint, whose total rate the re-plan waits for.
-        let cold = estimate
-            .filter(LinkEstimate::is_cold)
-            .and_then(|_| reads.iter().find(|r| r.locator.is_remote()))
-            .and_then(|r| link::locator_endpoint(&self.inner.settings, &r.locator));
+        let cold = endpoint.filter(|_| estimate.is_some_and(|e| e.is_cold()));
         let raw = reads.iter().any(|r| matches!(r.dest, Dest::Raw(_)));
         let shared = Shared::new(reads.len(), raw);
         if hand_back {

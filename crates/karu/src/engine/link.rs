@@ -321,14 +321,16 @@ impl LinkTable {
         link
     }
 
+    /// `endpoint`'s link, if it has one (unlike [`LinkTable::link`], none is made).
+    fn known(&self, endpoint: &str) -> Option<Arc<Link>> {
+        let map = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(endpoint).cloned()
+    }
+
     /// Whether `endpoint`'s total rate is measured: a window closed, or the open one stands
     /// in (see the module docs).
     pub(crate) fn total_known(&self, endpoint: &str) -> bool {
-        let link = {
-            let map = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
-            map.get(endpoint).cloned()
-        };
-        link.is_some_and(|l| {
+        self.known(endpoint).is_some_and(|l| {
             let carried = l.bytes.load(Ordering::Relaxed);
             let e = l.lock();
             e.total.count > 0 || e.open_rate(Instant::now(), carried).is_some()
@@ -337,10 +339,7 @@ impl LinkTable {
 
     /// The estimate for `endpoint` (the priors for one never seen).
     pub(crate) fn estimate(&self, endpoint: &str, concurrency: u32) -> LinkEstimate {
-        let link = {
-            let map = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
-            map.get(endpoint).cloned()
-        };
+        let link = self.known(endpoint);
         let now = Instant::now();
         match link {
             Some(l) => l

@@ -172,14 +172,14 @@ impl Engine {
             .map_err(Clone::clone)
     }
 
-    /// The link estimate a plan for `endpoint` assumes: what the loops measured, with as many
-    /// slots as the endpoint's gate lets small transfers have (`concurrency` unless it
-    /// limits them; see `gate`).
     /// Whether `endpoint`'s total rate has been measured.
     pub(crate) fn total_known(&self, endpoint: &str) -> bool {
         self.links.total_known(endpoint)
     }
 
+    /// The link estimate a plan for `endpoint` assumes: what the loops measured, with as many
+    /// slots as the endpoint's gate lets small transfers have (`concurrency` unless it
+    /// limits them; see `gate`).
     pub(crate) fn estimate(&self, endpoint: &str, concurrency: u32) -> crate::plan::LinkEstimate {
         let slots = match self.remote.get() {
             Some(Ok(remote)) => remote.small_level(endpoint),

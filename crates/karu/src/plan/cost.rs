@@ -355,12 +355,25 @@ fn cut(
     policy: &Policy,
     out: &mut impl FnMut(Piece),
 ) {
-    let mut current: Option<(Span, u128)> = None;
-    for (k, &e) in entries.iter().enumerate().take(span.to).skip(span.from) {
-        let e_last = e.offset + (e.length - 1);
+    // A piece keeps the guards with the piece size as its span limit.
+    let within = Policy {
+        limit: size,
+        ..*policy
+    };
+    let whole = |from: usize, to: usize, o: &Open| {
+        Piece::Whole(Span {
+            from,
+            to,
+            start: o.start,
+            last: o.last,
+        })
+    };
+    // The piece being built, with its first entry.
+    let mut current: Option<(usize, Open)> = None;
+    for (k, e) in entries.iter().enumerate().take(span.to).skip(span.from) {
         if e.length > size {
-            if let Some((c, _)) = current.take() {
-                out(Piece::Whole(c));
+            if let Some((from, o)) = current.take() {
+                out(whole(from, k, &o));
             }
             let length = e.length.div_ceil(e.length.div_ceil(size));
             let mut skip = 0;
@@ -375,35 +388,17 @@ fn cut(
             }
             continue;
         }
-        if let Some((c, useful)) = &mut current {
-            let end = c.last.max(e_last);
-            let merged = *useful + u128::from(e.length);
-            let near = e.offset <= c.last || e.offset - c.last - 1 <= gap;
-            let within = near
-                && end - c.start < size
-                && merged
-                    .checked_mul(u128::from(policy.amplification))
-                    .is_none_or(|budget| u128::from(end - c.start) < budget);
-            if within {
-                c.to = k + 1;
-                c.last = end;
-                *useful = merged;
+        if let Some((from, o)) = &mut current {
+            if o.joins(e, gap, &within) {
+                o.join(e);
                 continue;
             }
-            out(Piece::Whole(*c));
+            out(whole(*from, k, o));
         }
-        current = Some((
-            Span {
-                from: k,
-                to: k + 1,
-                start: e.offset,
-                last: e_last,
-            },
-            u128::from(e.length),
-        ));
+        current = Some((k, Open::new(e)));
     }
-    if let Some((c, _)) = current {
-        out(Piece::Whole(c));
+    if let Some((from, o)) = current {
+        out(whole(from, span.to, &o));
     }
 }
 

@@ -500,6 +500,7 @@ impl Open {
     }
 }
 
+/// Transfers of whole reads, one per span, with parts of their exact capacity.
 fn emit(entries: &[Entry], spans: &[Span], remote: bool, transfers: &mut Vec<Transfer>) {
     transfers.extend(spans.iter().map(|&s| transfer(entries, s, remote)));
 }
