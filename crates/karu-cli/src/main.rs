@@ -516,6 +516,7 @@ fn plan_link(client: &Client, given: &PlanLink) -> (CostModel, Vec<&'static str>
             given.per_connection.is_some(),
             given.bandwidth.is_some(),
         ),
+        total_known: given.bandwidth.is_some(),
     };
     let mut priors = Vec::new();
     if given.rtt.is_none() {

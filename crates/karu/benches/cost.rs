@@ -25,6 +25,7 @@ fn bench(c: &mut Criterion) {
                 rtt: Duration::from_millis(20),
                 connection_rate: 125_000_000,
                 total_rate: 125_000_000,
+                total_known: true,
                 ..CostModel::priors(64)
             },
         ),

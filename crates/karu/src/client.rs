@@ -187,8 +187,12 @@ impl Client {
             _ => None,
         };
         let planned = plan_reads(&reads, &policy, estimate.as_ref());
-        // A cold link's endpoint, whose total rate the re-plan waits for.
+        // A cold link's endpoint: a first wave from the priors, the rest planned again once
+        // the endpoint's total rate is measured (after a lone probe if the batch is long, see
+        // `engine::wave`).
         let cold = endpoint.filter(|_| estimate.is_some_and(|e| e.is_cold()));
+        let long =
+            cold.is_some() && estimate.is_some_and(|e| wave::worth_a_probe(&e.model, &planned));
         let raw = reads.iter().any(|r| matches!(r.dest, Dest::Raw(_)));
         let shared = Shared::new(reads.len(), raw);
         if hand_back {
@@ -215,24 +219,34 @@ impl Client {
         shared.complete(rejected);
 
         let mut transfers = planned.transfers;
-        // A cold link: a first wave from the priors, the rest planned again once it measured.
         let wave = match estimate {
             Some(e) if e.is_cold() => wave::size(&transfers, e.model.concurrency as usize),
             _ => transfers.len(),
         };
         let later = transfers.split_off(wave);
+        Counters::add(&shared.counters.transfers, transfers.len() as u64);
+        let mut work = work(&mut slots, transfers, None);
+        // The probe: the wave's shortest remote transfer of whole reads (a split read's
+        // pieces complete it together, so none of them goes alone).
+        let probe = (long && !later.is_empty())
+            .then(|| {
+                (0..work.len())
+                    .filter(|&i| work[i].pieces.is_empty() && work[i].locator.is_remote())
+                    .min_by_key(|&i| work[i].length)
+            })
+            .flatten()
+            .filter(|_| work.len() > 1)
+            .map(|i| work.remove(i));
         let wave = (!later.is_empty()).then(|| match cold {
             Some(endpoint) => {
                 let engine = Arc::clone(&engine);
-                Wave::until(
-                    transfers.len(),
-                    Box::new(move || engine.total_known(&endpoint)),
-                )
+                Wave::until(work.len(), Box::new(move || engine.total_known(&endpoint)))
             }
-            None => Wave::new(transfers.len()),
+            None => Wave::new(work.len()),
         });
-        Counters::add(&shared.counters.transfers, transfers.len() as u64);
-        let work = work(&mut slots, transfers, wave.as_ref());
+        for w in &mut work {
+            w.wave = wave.as_ref().map(Wave::ticket);
+        }
         if let Some(wave) = wave {
             // What the wave left in the slots is what it holds back, collected into the
             // slots' own buffer: `filter_map` collects in place (`flatten` does not), so
@@ -247,7 +261,21 @@ impl Client {
                 }
             }));
         }
-        engine.dispatch(&shared, work);
+        match probe {
+            Some(mut probe) => {
+                let alone = Wave::probe();
+                probe.wave = Some(alone.ticket());
+                let (sender, batch) = (Arc::clone(&engine), Arc::clone(&shared));
+                alone.arm(Box::new(move || {
+                    // A cancelled batch's work is dropped unsent, as its held reads are.
+                    if !batch.is_cancelled() {
+                        sender.dispatch(&batch, work);
+                    }
+                }));
+                engine.dispatch(&shared, vec![probe]);
+            }
+            None => engine.dispatch(&shared, work),
+        }
         Ok(Batch {
             shared,
             _engine: Some(engine),

@@ -26,6 +26,7 @@ fn slow() -> CostModel {
         total_rate: 1_000_000_000,
         concurrency: 16,
         max_transfer: None,
+        total_known: true,
     }
 }
 
@@ -108,6 +109,8 @@ fn random_model(rng: &mut Rng) -> CostModel {
         concurrency: 1 + rng.below(64) as u32,
         // Half the links cold: long transfers capped at 64 KiB to 1 MiB (cut into pieces).
         max_transfer: (rng.below(2) == 0).then(|| 64 << (10 + rng.below(5))),
+        // Some with the ladder above the rated gaps, some below them (a prior total).
+        total_known: rng.below(2) == 0,
     }
 }
 

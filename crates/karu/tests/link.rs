@@ -121,3 +121,55 @@ fn a_cold_batch_is_replanned_from_its_first_wave() {
     assert_eq!(stats.transfers_finished, stats.transfers);
     assert_eq!(stats.transfers, proxy.requests());
 }
+
+/// The most requests the server handled at once in the first 20 ms after its first one came
+/// (waiting up to 10 s for it).
+fn peak_at_start(server: &RangeServer) -> usize {
+    let start = std::time::Instant::now();
+    while server.in_flight() == 0 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    server.max_in_flight()
+}
+
+#[test]
+fn a_long_cold_batch_after_its_probe_reads_every_byte_and_a_warm_one_sends_no_probe() {
+    let server = RangeServer::start();
+    // Every answer waits 40 ms: while the probe is answered, no other request may come.
+    server.set_delay(Duration::from_millis(40));
+    let l = Locator::parse(&server.url("/ok/probe?size=1073741824")).unwrap();
+    let c = client(&[
+        ("KARU_CONCURRENCY", "8"),
+        ("KARU_COALESCE_GAP", "0"),
+        ("KARU_COALESCE_MODE", "cost"),
+    ]);
+    // 300 unmerged reads on 8 slots: under the priors (20 ms round trips) some 750 ms, long
+    // enough for a probe (32 round trips).
+    let reads = || {
+        (0..300u64)
+            .map(|i| Read::new(&l, i << 20, 4096).tag(i))
+            .collect::<Vec<_>>()
+    };
+    let b = c.submit(reads()).unwrap();
+    let alone = peak_at_start(&server);
+    for d in collect(&b) {
+        assert!(d.result.is_ok(), "{:?}", d.result);
+        content::check("probe", d.tag << 20, d.bytes()).unwrap();
+    }
+    // The rest follows the probe after its patience (2 ms; `engine::wave`'s unit test holds
+    // that timing), well within the probe's 40 ms answer: the wave then runs side by side.
+    assert!(
+        alone > 1,
+        "the rest of the wave waited for the probe's answer"
+    );
+    // A warm client sends no probe: its first requests go together.
+    server.reset_max_in_flight();
+    let b = c.submit(reads()).unwrap();
+    let together = peak_at_start(&server);
+    assert_eq!(collect(&b).len(), 300);
+    assert!(
+        together > 1,
+        "a warm client's first requests went one at a time"
+    );
+}

@@ -278,6 +278,7 @@ impl Endpoint {
                 total_rate: total.map_or(prior.total_rate, |t| t.max(connection_rate)),
                 concurrency,
                 max_transfer: CostModel::transfer_cap(measured.is_some(), total.is_some()),
+                total_known: total.is_some(),
             },
             rtt_samples: self.rtt.count,
             rate_samples: self.rate.count,

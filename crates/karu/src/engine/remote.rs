@@ -763,10 +763,11 @@ async fn run_transfer(
         length,
         parts,
         pieces,
-        wave: _wave,
+        wave,
         pin,
         access,
     } = work;
+    let _wave = wave.map(super::wave::Ticket::hold);
     // A whole read's buffer is allocated when its first byte arrives (`Parts`); a split
     // read's when its transfer runs. A read whose buffer cannot be had fails alone (a split
     // read once all its pieces have ended).

@@ -22,11 +22,40 @@
 //! most [`COLD_WASTE`] bytes that no read asked for: on a short round trip under a slow link,
 //! sparse reads merged by the priors cost a wave of 128 transfers 20 MB of gaps (workload R
 //! at RTT 0 under 1 Gbit/s: 1.37× the unmerged plan's time; 1.17× with the cap).
+//!
+//! The round trip the re-plan assumes is the smallest sampled, and a cold wave's answers all
+//! wait: behind each other's connection setup on the client and the server, and, on a link
+//! its bodies fill, behind those bodies in the bottleneck's queue. Of workload R's cold
+//! batches on the test kit server at RTT 0 under 1 Gbit/s (2026-12-06), no answer of the
+//! whole batch came within 2.1 ms, where a batch started on the idle link measured 0.16 ms;
+//! re-planned on 2.2–4.3 ms, the rest merged gaps the capped link paid for. So a cold batch
+//! long enough to afford it ([`PROBE_ROUNDS`]) first sends one transfer alone (its smallest
+//! whole one), and the rest of the wave once that one has ended or [`PATIENCE`] has passed:
+//! its answer, on an idle link, is the round trip of the path.
 
+use std::cell::Cell;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use crate::plan::Transfer;
+use crate::plan::{CostModel, Plan, Transfer};
+
+/// How many round trips a cold plan must be predicted to take (under the priors) for its
+/// first wave to wait for a lone probe: the wait (at most [`PATIENCE`], about a round trip
+/// where the link is short) is then a few per cent of the batch at most.
+pub(crate) const PROBE_ROUNDS: u32 = 32;
+
+/// The longest the rest of a wave waits for its probe: a first byte later than this shows a
+/// long round trip (as the gate's `SHORT` does), beside which the wave's own queueing is
+/// small, so its answers can be samples. At 20 and 50 ms, waiting for the probe's end (two
+/// round trips on a new connection) cost workload R 5–7 % where the plan was the guards'.
+pub(crate) const PATIENCE: Duration = super::gate::SHORT;
+
+/// Whether a cold `plan` is long enough under `model` to send a probe first.
+pub(crate) fn worth_a_probe(model: &CostModel, plan: &Plan) -> bool {
+    model.predict(plan) >= model.rtt.saturating_mul(PROBE_ROUNDS)
+}
 
 /// Most bytes a first wave fetches that no read asked for (the gaps its merges cover). 8 MiB
 /// is 67 ms at 1 Gbit/s: enough overlapping bodies for the re-plan to measure the total rate
@@ -67,6 +96,8 @@ pub(crate) struct Wave {
     replan: Mutex<Stage>,
     /// Whether the link's total rate is measured (see [`Wave::until`]).
     measured: Option<Measured>,
+    /// How long a running transfer of the wave counts as running at most (a probe's).
+    patience: Option<Duration>,
 }
 
 /// Tells whether the link's total rate has been measured.
@@ -102,7 +133,17 @@ impl Wave {
             ended: AtomicUsize::new(0),
             replan: Mutex::new(Stage::Unarmed { due: false }),
             measured,
+            patience: None,
         }
+    }
+
+    /// A probe's wave: one transfer, which counts as ended when it ends or [`PATIENCE`]
+    /// after it started, whichever comes first.
+    pub(crate) fn probe() -> Arc<Wave> {
+        Arc::new(Wave {
+            patience: Some(PATIENCE),
+            ..Wave::of(1, None)
+        })
     }
 
     /// Gives the re-plan; it runs now if the wave already asked for it.
@@ -147,6 +188,33 @@ pub(crate) struct Ticket(Arc<Wave>);
 impl std::fmt::Debug for Ticket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Ticket")
+    }
+}
+
+impl Ticket {
+    /// Holds the ticket while its transfer runs (on an IO loop): a probe's ticket is also
+    /// given up once its wave's patience has passed.
+    pub(crate) fn hold(self) -> Held {
+        let patience = self.0.patience;
+        let held = Rc::new(Cell::new(Some(self)));
+        if let Some(patience) = patience {
+            let timer = Rc::clone(&held);
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep(patience).await;
+                drop(timer.take());
+            });
+        }
+        Held(held)
+    }
+}
+
+/// A ticket held by a running transfer ([`Ticket::hold`]); dropped when the transfer ends.
+pub(crate) struct Held(Rc<Cell<Option<Ticket>>>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // The timer keeps the cell, not the ticket: the ticket ends with the transfer.
+        drop(self.0.take());
     }
 }
 
@@ -207,6 +275,56 @@ mod tests {
             .map(|i| transfer(i << 23, 8 << 20, &[(8 << 20, i << 23)]))
             .collect();
         assert_eq!(size(&pieces, 1), 4);
+    }
+
+    #[test]
+    fn only_a_plan_of_many_round_trips_is_worth_a_probe() {
+        let plan = |n: u64| Plan {
+            transfers: (0..n)
+                .map(|i| transfer(i << 20, 4096, &[(4096, 0)]))
+                .collect(),
+            ..Plan::default()
+        };
+        // Under the priors (20 ms, 64 slots): 250 transfers take 4 round trips of slots and
+        // 25 ms of requests, 8,000 take 125 round trips of slots.
+        let priors = CostModel::priors(64);
+        assert!(!worth_a_probe(&priors, &plan(250)));
+        assert!(worth_a_probe(&priors, &plan(8_000)));
+        // 300 on 8 slots: 38 round trips of slots and 30 ms of requests.
+        assert!(worth_a_probe(&CostModel::priors(8), &plan(300)));
+    }
+
+    #[test]
+    fn a_probe_counts_as_ended_when_it_ends_or_once_its_patience_has_passed() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let probe = || {
+            let ran = Arc::new(AtomicUsize::new(0));
+            let wave = Wave::probe();
+            let r = Arc::clone(&ran);
+            wave.arm(Box::new(move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            }));
+            (wave.ticket(), ran)
+        };
+        tokio::task::LocalSet::new().block_on(&runtime, async {
+            // A probe still running: the rest goes once the patience has passed.
+            let (ticket, ran) = probe();
+            let held = ticket.hold();
+            assert_eq!(ran.load(Ordering::SeqCst), 0, "held");
+            tokio::time::sleep(PATIENCE * 10).await;
+            assert_eq!(ran.load(Ordering::SeqCst), 1, "the patience passed");
+            drop(held);
+            assert_eq!(ran.load(Ordering::SeqCst), 1, "once");
+            // A probe that ends first: the rest goes then, and the timer does nothing.
+            let (ticket, ran) = probe();
+            drop(ticket.hold());
+            assert_eq!(ran.load(Ordering::SeqCst), 1, "the probe ended");
+            tokio::time::sleep(PATIENCE * 10).await;
+            assert_eq!(ran.load(Ordering::SeqCst), 1, "once");
+        });
     }
 
     #[test]

@@ -20,14 +20,15 @@
 //! bytes) wins, since every request costs the server something a model of the client misses.
 //!
 //! [`plan_cost`] sweeps the reads with a few merge gaps side by side, in one pass (none, the
-//! guards' gap, the gaps whose bytes cost as much as the round trip they save at each rate, and the
-//! fixed ladder of small gaps `GAP_LADDER` below the smallest of those), cuts long transfers into
-//! pieces of a few sizes (so that idle slots share a transfer that would dominate the batch), and
-//! keeps the candidate with the smallest predicted time. The guards plan and the plan without
-//! merging are candidates, so the chosen plan is never predicted slower than either. The four
-//! guards stay ceilings: a gap never exceeds the policy's, and every transfer or piece keeps its
-//! span, parts and amplification within them (a single read larger than the span limit may be cut,
-//! as the guards plan never does). A model may also cap a transfer's length
+//! guards' gap, the gaps whose bytes cost as much as the round trip they save at each rate, and
+//! a ladder from 4 KiB doubling up to the guards' gap, or growing eightfold up to the smallest
+//! rated gap while the link's total is the prior), cuts long transfers into pieces of a few
+//! sizes (so that idle slots share a transfer that would dominate the batch), and keeps the
+//! candidate with the smallest predicted time. The guards plan and the plan without merging are
+//! candidates, so the chosen plan is never predicted slower than either. The four guards stay
+//! ceilings: a gap never exceeds the policy's, and every transfer or piece keeps its span,
+//! parts and amplification within them (a single read larger than the span limit may be cut, as
+//! the guards plan never does). A model may also cap a transfer's length
 //! ([`CostModel::max_transfer`], set while one connection's rate or the link's total is
 //! unmeasured): spans above it are then cut into pieces no longer than the cap, and no others.
 
@@ -57,18 +58,26 @@ pub const MIN_PIECE: u64 = 8 << 20;
 /// pieces (17) had lost to 16 MiB (9) on every server but s3s-fs's H.
 pub const COLD_TRANSFER: u64 = 4 * MIN_PIECE;
 
-/// Merge gaps tried below the smallest gap derived from the rates, a factor of 8 apart.
-/// Between merging touching reads only and merging every gap whose bytes cost less than a
-/// slot's round trip (392 KiB under the priors), the rates give no candidate, and reads often
-/// come at two scales there: chunks a few KiB apart in clusters some 100 KB apart (HDF5's
-/// chunks between B-tree nodes, a Parquet file's pages and column chunks). Workload H's 15
-/// clusters of 52 chunks, 190 KB apart, were merged into 3 transfers under the priors where 15
-/// (one per cluster) are predicted faster (57.6 against 58.1 ms), fetch 3.1 MB less (25 ms
-/// under a 1 Gbit/s cap) and give a server whose streams are slow five times as many streams.
-/// Above the smallest rated gap the rates' own candidates stand: a rung there let a
-/// re-plan act on a round trip measured long by a cold wave's own queueing (workload R at
-/// RTT 0 under 1 Gbit/s fetched 91 MB instead of 50).
-const GAP_LADDER: [u64; 3] = [4 << 10, 32 << 10, 256 << 10];
+/// The smallest merge gap of the ladder tried besides the rated gaps: 4 KiB, doubling up to
+/// the guards' gap. The rated gaps are where the model's bounds change hands, not where its
+/// best plan lies: that is where the slots' bound meets the link's, between them. On workload
+/// R's reads the rated gaps alone left the best plan found up to 25 % slower (as predicted)
+/// than the best single gap (5 ms at 250 MB/s: 852 against 656 ms; 20 ms at 147 MB/s: 2,125
+/// against 1,812), and measured 2,417 against 2,094 ms at 20 ms under 1 Gbit/s (6 runs each,
+/// 2026-12-06). Reads also come at two scales the rated gaps miss: chunks a few KiB apart in
+/// clusters some 100 KB apart (HDF5's chunks between B-tree nodes, a Parquet file's pages
+/// and column chunks): workload H's 15 clusters of 52 chunks, 190 KB apart, are one transfer
+/// each under the priors (57.6 against 58.1 ms for 3), fetching 3.1 MB less. Every rung
+/// trusts the round trip: a cold re-plan's is measured by a lone probe (see
+/// `engine::wave`), since the cold wave's own answers queue (workload R at RTT 0 under
+/// 1 Gbit/s, re-planned on their 3.6–4.3 ms, fetched 62 MB instead of 50). The rungs above
+/// the smallest rated gap also trust the link's total rate, and are tried only once it is
+/// known ([`CostModel::total_known`]): priced at the priors' 10 Gbit/s, 4 of 12 of workload
+/// R's cold batches at RTT 0 under 1 Gbit/s merged across them, fetching 175 MB in 1.4 s
+/// instead of 49 MB in 0.5. Until then the rungs are a factor of 8 apart (4, 32 and 256 KiB
+/// below the priors' 392 KiB): a cold plan is a guess either way, and fewer candidates keep
+/// it quick.
+const LADDER_FIRST: u64 = 4 << 10;
 
 /// A link as the planner sees it, and the slots it may use.
 ///
@@ -90,6 +99,7 @@ const GAP_LADDER: [u64; 3] = [4 << 10, 32 << 10, 256 << 10];
 ///     total_rate: 125_000_000,
 ///     concurrency: 64,
 ///     max_transfer: None,
+///     total_known: true,
 /// };
 /// let cost = plan_cost(&reads, &policy, &lan);
 /// let guards = plan(&reads, &policy);
@@ -118,6 +128,11 @@ pub struct CostModel {
     /// streams where each is slow. While it is set, predictions take one transfer to run at
     /// the link's rate (`total_rate`), whatever `connection_rate` says; they never cut by it.
     pub max_transfer: Option<u64>,
+    /// Whether `total_rate` was measured (or given), not the prior. Merge gaps above the
+    /// smallest rated gap are tried only then: they price the gap's bytes at the link's total,
+    /// and a cold wave of small bodies can end without measuring it (see `engine::wave`),
+    /// leaving the prior's 10 Gbit/s to price them.
+    pub total_known: bool,
 }
 
 impl CostModel {
@@ -152,6 +167,7 @@ impl CostModel {
             total_rate: Self::PRIOR_TOTAL_RATE,
             concurrency,
             max_transfer: Self::transfer_cap(false, false),
+            total_known: false,
         }
     }
 
@@ -217,8 +233,8 @@ impl CostModel {
     }
 
     /// The merge gaps worth trying: the guards' own, none at all, touching reads only, the
-    /// gaps whose bytes take as long as one request's round trip at each rate, and the
-    /// `GAP_LADDER`'s gaps below the smallest of those.
+    /// gaps whose bytes take as long as one request's round trip at each rate, and the ladder
+    /// from [`LADDER_FIRST`] doubling up to the guards' gap.
     fn gaps(&self, policy: &Policy) -> Vec<Option<u64>> {
         let guards = guards_gap(policy, true);
         let mut gaps = vec![guards];
@@ -229,11 +245,15 @@ impl CostModel {
             let pc = self.stream_rate() as f64;
             let total = self.total_rate as f64;
             let rated = [k * pc, k * total / c, k * total];
-            let smallest = rated.iter().copied().fold(f64::INFINITY, f64::min);
-            let ladder = GAP_LADDER
-                .iter()
-                .map(|&g| g as f64)
-                .filter(|&g| g < smallest);
+            // Until the link's total is known the ladder stops below the smallest rated gap,
+            // a factor of 8 apart (see `CostModel::total_known`).
+            let (top, step) = match self.total_known {
+                true => (f64::INFINITY, 2),
+                false => (rated.iter().copied().fold(f64::INFINITY, f64::min), 8),
+            };
+            let ladder = std::iter::successors(Some(LADDER_FIRST), |g| g.checked_mul(step))
+                .take_while(|&g| g < ceiling && (g as f64) < top)
+                .map(|g| g as f64);
             for bytes in [0.0].into_iter().chain(rated).chain(ladder) {
                 // `as` saturates: a huge product is the ceiling.
                 let gap = Some((bytes as u64).min(ceiling));
@@ -425,6 +445,7 @@ struct Choice {
 /// let model = CostModel {
 ///     connection_rate: 100_000_000,
 ///     max_transfer: None,
+///     total_known: true,
 ///     ..CostModel::priors(64)
 /// };
 /// let planned = plan_cost(&read, &Policy::default(), &model);
@@ -448,7 +469,8 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
             best = Some((key, choice));
         }
     };
-    let gaps = model.gaps(policy);
+    let mut gaps = model.gaps(policy);
+    drop_alike(&prepared, &mut gaps);
     for (&gap, load) in gaps.iter().zip(loads(&prepared, &gaps, policy)) {
         consider(&load, Choice { gap, piece: None });
         let sizes = model.piece_sizes(&load);
@@ -553,6 +575,51 @@ fn loads(prepared: &Prepared, gaps: &[Option<u64>], policy: &Policy) -> Vec<Load
     loads
 }
 
+/// Drops the candidate gaps that merge exactly as another does, keeping of each such class the
+/// guards' own gap (the first) if it is in it, else the smallest: a merge gap decides only
+/// whether each read's distance from its span's last byte is within it, so two gaps with no
+/// such distance between them plan alike. Where no read ends before the one before it, a
+/// read's span ends where the read before it does, and the distances are those between
+/// neighbours; otherwise only the widest of them is known to bound every distance, and only
+/// gaps above it are dropped. Under a 20 ms, 1 Gbit/s model, reads 64 KiB long and 128 KiB
+/// or 1 MiB apart, or contiguous, keep 3 of 12 candidates.
+fn drop_alike(prepared: &Prepared, gaps: &mut Vec<Option<u64>>) {
+    let guards = gaps.first().copied().flatten();
+    let mut sorted: Vec<u64> = gaps.iter().flatten().copied().collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    // `starts[i]`: some distance lies in (sorted[i - 1], sorted[i]], so sorted[i] merges more.
+    let mut starts = vec![false; sorted.len()];
+    let (mut exact, mut widest) = (true, 0);
+    for (group, _) in prepared.groups().filter(|&(_, remote)| remote) {
+        for w in group.windows(2) {
+            let (before, e) = (w[0].offset + (w[0].length - 1), &w[1]);
+            exact &= e.offset + (e.length - 1) >= before;
+            // `Open::joins`'s measure: bytes between the last byte and the next read.
+            let distance = e.offset.saturating_sub(before).saturating_sub(1);
+            widest = widest.max(distance);
+            if let Some(start) = starts.get_mut(sorted.partition_point(|&g| g < distance)) {
+                *start = true;
+            }
+        }
+    }
+    if !exact {
+        for (i, start) in starts.iter_mut().enumerate() {
+            *start |= i > 0 && sorted[i - 1] < widest;
+        }
+    }
+    // The index of the smallest gap planning as `g` does.
+    let class = |g: u64| {
+        let i = sorted.partition_point(|&s| s < g);
+        (1..=i).rev().find(|&j| starts[j]).unwrap_or(0)
+    };
+    let keep = |g: u64| match guards {
+        Some(x) if class(x) == class(g) => g == x,
+        _ => sorted[class(g)] == g,
+    };
+    gaps.retain(|g| g.is_none_or(keep));
+}
+
 /// The spans of every remote group under `gap`, each with its group's first entry.
 fn remote_spans(
     prepared: &Prepared,
@@ -609,7 +676,7 @@ mod tests {
         #[test]
         fn loads_of_all_gaps_at_once_are_those_of_one_sweep_each(
             reads in prop::collection::vec((0..3usize, 0..2_000u64, 1..300u64), 0..60),
-            gaps in prop::collection::vec(prop::option::of(0..200u64), 1..6),
+            gaps in prop::collection::vec(prop::option::of(0..64u64), 1..8),
             limit in prop_oneof![1..1_000u64, Just(u64::MAX)],
             parts in prop_oneof![1..8u64, Just(u64::MAX)],
             amplification in prop_oneof![1..6u64, Just(u64::MAX)],
@@ -634,7 +701,49 @@ mod tests {
                 spans.iter().for_each(|(_, s)| own.add(s.length()));
                 prop_assert_eq!(load, own, "gap {:?}", gap);
             }
+            // A dropped gap plans as a kept one does; the first gap (the guards') is kept.
+            let mut kept = gaps.clone();
+            drop_alike(&prepared, &mut kept);
+            prop_assert_eq!(kept.first(), gaps.first());
+            let mut plan_of = |gap| {
+                remote_spans(&prepared, gap, &policy, &mut spans);
+                spans.iter().map(|&(b, s)| (b, s.from, s.length())).collect::<Vec<_>>()
+            };
+            let kept_plans: Vec<_> = kept.iter().map(|&k| plan_of(k)).collect();
+            for &gap in gaps.iter().filter(|g| !kept.contains(g)) {
+                prop_assert!(kept_plans.contains(&plan_of(gap)), "{:?} of {:?}", gap, kept);
+            }
         }
+    }
+
+    #[test]
+    fn only_gaps_that_merge_differently_are_tried() {
+        let object = Locator::parse("https://example.com/data.bin").unwrap();
+        // Neighbours 10 and 30 bytes apart (from a read's last byte to the next read).
+        let reads = [(0, 10), (20, 10), (60, 5)].map(|(offset, length)| Request {
+            locator: &object,
+            offset,
+            length,
+            if_match: None,
+        });
+        let prepared = Prepared::new(&reads);
+        let mut gaps = [1000, 5, 10, 15, 30, 40].map(Some).to_vec();
+        gaps.insert(1, None);
+        drop_alike(&prepared, &mut gaps);
+        // 15 merges as 10 does, and 30 and 40 as the guards' own (first) does; none stays.
+        assert_eq!(gaps, [Some(1000), None, Some(5), Some(10)]);
+        // A read ending before the one before it: the last read is 105 bytes from its
+        // neighbour but 20 from its span's end, so only the gaps above 105 go (the guards'
+        // own standing for them).
+        let nested = [(0, 100), (10, 5), (120, 5)].map(|(offset, length)| Request {
+            locator: &object,
+            offset,
+            length,
+            if_match: None,
+        });
+        let mut gaps = [1000, 5, 19, 25, 200, 300].map(Some).to_vec();
+        drop_alike(&Prepared::new(&nested), &mut gaps);
+        assert_eq!(gaps, [Some(1000), Some(5), Some(19), Some(25)]);
     }
 
     fn lengths(plan: &Plan) -> Vec<u64> {
@@ -653,6 +762,7 @@ mod tests {
         let cold = CostModel::priors(64);
         let warm = CostModel {
             max_transfer: None,
+            total_known: true,
             ..cold
         };
         // 50 contiguous reads of 1.2 MB: one 60 MB span, cut at read boundaries into pieces
@@ -696,6 +806,7 @@ mod tests {
             rtt: Duration::from_millis(100),
             connection_rate: 100_000_000,
             max_transfer: None,
+            total_known: true,
             ..CostModel::priors(64)
         };
         let policy = Policy::default();
@@ -704,6 +815,7 @@ mod tests {
         // connection is taken to carry the link, and the touching reads merge.
         let guessed = CostModel {
             max_transfer: Some(COLD_TRANSFER),
+            total_known: true,
             ..measured
         };
         assert_eq!(plan_cost(&reads, &policy, &guessed).transfers.len(), 1);
@@ -735,8 +847,8 @@ mod tests {
         let guards = crate::plan::plan(&reads, &policy);
         assert!(guards.transfers.len() < 15);
         assert!(cold.predict(&planned) < cold.predict(&guards));
-        // No rung at or above the smallest rated gap: on a 1 ms round trip at 10 Gbit/s
-        // (20 KB in one slot's round trip) only the 4 KiB rung is tried.
+        // The ladder: 4 KiB doubling below the guards' gap, besides the rated gaps (on a
+        // 1 ms round trip at 10 Gbit/s, 20 KB in one slot's round trip) and the guards' own.
         let lan = CostModel {
             rtt: Duration::from_millis(1),
             per_request: Duration::from_micros(25),
@@ -744,9 +856,24 @@ mod tests {
             total_rate: 1_250_000_000,
             concurrency: 64,
             max_transfer: None,
+            total_known: true,
         };
         let gaps = lan.gaps(&policy);
-        assert!(gaps.contains(&Some(4 << 10)));
-        assert!(!gaps.contains(&Some(32 << 10)) && !gaps.contains(&Some(256 << 10)));
+        let ladder: Vec<Option<u64>> = (12..20).map(|k| Some(1 << k)).collect();
+        assert!(ladder.iter().all(|g| gaps.contains(g)), "{gaps:?}");
+        assert!(gaps.contains(&Some(20_019)) && gaps.contains(&Some(1 << 20)));
+        assert!(gaps.iter().all(|g| g.is_none_or(|g| g <= 1 << 20)));
+        // While the total is the prior: 4, 32 and 256 KiB below the smallest rated gap.
+        let unknown = CostModel {
+            total_known: false,
+            ..lan
+        };
+        let gaps = unknown.gaps(&policy);
+        assert!(gaps.contains(&Some(4 << 10)) && !gaps.contains(&Some(8 << 10)));
+        let priors = CostModel::priors(64).gaps(&policy);
+        for rung in [4 << 10, 32 << 10, 256 << 10] {
+            assert!(priors.contains(&Some(rung)), "{priors:?}");
+        }
+        assert!(!priors.contains(&Some(8 << 10)) && !priors.contains(&Some(512 << 10)));
     }
 }

@@ -216,14 +216,18 @@ proptest! {
 
 fn model_strategy() -> impl Strategy<Value = CostModel> {
     let rate = prop_oneof![1 => 1..1000u64, 3 => 1000..20_000_000_000u64];
-    (0..100_000u64, 0..1000u64, rate.clone(), rate, 1..128u32).prop_map(
-        |(rtt_us, per_request_us, connection_rate, total_rate, concurrency)| CostModel {
-            rtt: std::time::Duration::from_micros(rtt_us),
-            per_request: std::time::Duration::from_micros(per_request_us),
-            connection_rate,
-            total_rate,
-            concurrency,
-            max_transfer: None,
+    let strategy = (0..100_000u64, 0..1000u64, rate.clone(), rate, 1..128u32);
+    (strategy, any::<bool>()).prop_map(
+        |((rtt_us, per_request_us, connection_rate, total_rate, concurrency), total_known)| {
+            CostModel {
+                rtt: std::time::Duration::from_micros(rtt_us),
+                per_request: std::time::Duration::from_micros(per_request_us),
+                connection_rate,
+                total_rate,
+                concurrency,
+                max_transfer: None,
+                total_known,
+            }
         },
     )
 }
