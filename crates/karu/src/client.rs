@@ -225,7 +225,7 @@ impl Client {
         };
         let later = transfers.split_off(wave);
         Counters::add(&shared.counters.transfers, transfers.len() as u64);
-        let mut work = work(&mut slots, transfers, None);
+        let mut work = work(&mut slots, transfers);
         // The probe: the wave's shortest remote transfer of whole reads (a split read's
         // pieces complete it together, so none of them goes alone).
         let probe = (long && !later.is_empty())
@@ -293,7 +293,7 @@ impl Client {
         shared.assume(estimate.map(|e| e.model));
         Counters::add(&shared.counters.transfers, planned.transfers.len() as u64);
         let mut slots: Vec<Option<Read>> = reads.into_iter().map(Some).collect();
-        let work = work(&mut slots, planned.transfers, None);
+        let work = work(&mut slots, planned.transfers);
         engine.dispatch(shared, work);
     }
 
@@ -597,12 +597,8 @@ fn plan_reads(reads: &[Read], policy: &Policy, estimate: Option<&LinkEstimate>) 
 type Pinned = Option<Box<Condition>>;
 
 /// Turns planned transfers into work, taking each read from `slots` (a read split into
-/// pieces once, into the destination its pieces share).
-fn work(
-    slots: &mut [Option<Read>],
-    transfers: Vec<Transfer>,
-    wave: Option<&Arc<Wave>>,
-) -> Vec<Work> {
+/// pieces once, into the destination its pieces share); a wave's tickets are the caller's.
+fn work(slots: &mut [Option<Read>], transfers: Vec<Transfer>) -> Vec<Work> {
     let mut split: HashMap<usize, (Arc<SplitRead>, Locator, Pinned)> = HashMap::new();
     let mut out = Vec::with_capacity(transfers.len());
     for t in transfers {
@@ -653,7 +649,7 @@ fn work(
             length: t.length,
             parts,
             pieces,
-            wave: wave.map(Wave::ticket),
+            wave: None,
             pin,
             access: Default::default(),
         });
