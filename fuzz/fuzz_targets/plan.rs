@@ -131,12 +131,17 @@ fuzz_target!(|input: Input| {
         assert_eq!(expected(&requests[*index]).err(), Some(e.status()), "{e:?}");
     }
     assert!(planned.rejected.windows(2).all(|w| w[0].0 < w[1].0));
+    // Each transfer's parts are the next run of the plan's, and together they are all of them.
+    let mut next = 0;
     for t in &planned.transfers {
-        assert!(!t.parts.is_empty());
-        assert_eq!(t.index, t.parts[0].index);
-        assert_eq!(t.offset, t.parts[0].offset);
+        assert_eq!(t.parts.start, next, "{t:?}");
+        next = t.parts.end;
+        let parts = planned.parts_of(t);
+        assert!(!parts.is_empty());
+        assert_eq!(t.index, parts[0].index);
+        assert_eq!(t.offset, parts[0].offset);
         assert!(
-            t.parts
+            parts
                 .windows(2)
                 .all(|w| (w[0].offset, w[0].index) < (w[1].offset, w[1].index))
         );
@@ -144,7 +149,7 @@ fuzz_target!(|input: Input| {
         let remote = first.locator.is_remote();
         let mut end = 0u128;
         let mut useful = 0u128;
-        for p in &t.parts {
+        for p in parts {
             let r = &requests[p.index];
             seen[p.index] += 1;
             requested = requested.saturating_add(r.length);
@@ -164,14 +169,15 @@ fuzz_target!(|input: Input| {
         }
         // Exact coverage: the transfer ends where its furthest part ends.
         assert_eq!(u128::from(t.offset) + u128::from(t.length), end, "{t:?}");
-        if t.parts.len() > 1 {
+        if parts.len() > 1 {
             assert!(policy.gap > 0);
             assert!(t.length <= policy.limit);
-            assert!(t.parts.len() as u64 <= policy.parts);
+            assert!(parts.len() as u64 <= policy.parts);
             let budget = useful.checked_mul(u128::from(policy.amplification));
             assert!(budget.is_none_or(|b| u128::from(t.length) <= b), "{t:?}");
         }
     }
+    assert_eq!(next, planned.parts.len());
     assert!(
         seen.iter().all(|&n| n == 1),
         "reads not planned exactly once"

@@ -626,8 +626,8 @@ fn plan_command(
     let mut fetched = 0u64;
     for (i, t) in planned.transfers.iter().enumerate() {
         fetched += t.length;
-        let pieces = t
-            .parts
+        let parts = planned.parts_of(t);
+        let pieces = parts
             .iter()
             .filter(|p| p.skip > 0 || p.length < reads[p.index].1);
         let pieces = pieces.count();
@@ -638,7 +638,7 @@ fn plan_command(
                 t.offset,
                 t.offset + t.length - 1,
                 t.length,
-                t.parts.len(),
+                parts.len(),
                 if pieces > 0 {
                     format!(", {pieces} of them pieces of a split read")
                 } else {

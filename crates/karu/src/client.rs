@@ -16,7 +16,7 @@ use crate::engine::wave::{self, Wave};
 use crate::engine::{Engine, PartRead, Remote, Work, link};
 use crate::error::{Error, Result, Status};
 use crate::locator::Locator;
-use crate::plan::{self, LinkEstimate, Mode, Overrides, Policy, Transfer};
+use crate::plan::{self, LinkEstimate, Mode, Overrides, Part, Policy, Transfer};
 use crate::probe::{self, Ends, ObjectInfo};
 use crate::read::Read;
 use crate::validate::condition::Condition;
@@ -220,12 +220,14 @@ impl Client {
 
         let mut transfers = planned.transfers;
         let wave = match estimate {
-            Some(e) if e.is_cold() => wave::size(&transfers, e.model.concurrency as usize),
+            Some(e) if e.is_cold() => {
+                wave::size(&transfers, &planned.parts, e.model.concurrency as usize)
+            }
             _ => transfers.len(),
         };
         let later = transfers.split_off(wave);
         Counters::add(&shared.counters.transfers, transfers.len() as u64);
-        let mut work = work(&mut slots, transfers);
+        let mut work = work(&mut slots, transfers, &planned.parts);
         // The probe: the wave's shortest remote transfer of whole reads (a split read's
         // pieces complete it together, so none of them goes alone).
         let probe = (long && !later.is_empty())
@@ -293,7 +295,7 @@ impl Client {
         shared.assume(estimate.map(|e| e.model));
         Counters::add(&shared.counters.transfers, planned.transfers.len() as u64);
         let mut slots: Vec<Option<Read>> = reads.into_iter().map(Some).collect();
-        let work = work(&mut slots, planned.transfers);
+        let work = work(&mut slots, planned.transfers, &planned.parts);
         engine.dispatch(shared, work);
     }
 
@@ -598,7 +600,7 @@ type Pinned = Option<Box<Condition>>;
 
 /// Turns planned transfers into work, taking each read from `slots` (a read split into
 /// pieces once, into the destination its pieces share); a wave's tickets are the caller's.
-fn work(slots: &mut [Option<Read>], transfers: Vec<Transfer>) -> Vec<Work> {
+fn work(slots: &mut [Option<Read>], transfers: Vec<Transfer>, parts: &[Part]) -> Vec<Work> {
     let mut split: HashMap<usize, (Arc<SplitRead>, Locator, Pinned)> = HashMap::new();
     let mut out = Vec::with_capacity(transfers.len());
     for t in transfers {
@@ -614,16 +616,16 @@ fn work(slots: &mut [Option<Read>], transfers: Vec<Transfer>) -> Vec<Work> {
             (None, Some((_, l, p))) => (l.clone(), p.clone()),
             (None, None) => unreachable!("a transfer's read is planned once"),
         };
-        let mut parts = Vec::with_capacity(t.parts.len());
+        let mut reads = Vec::with_capacity(t.parts.len());
         let mut pieces = Vec::new();
-        for p in t.parts {
+        for p in &parts[t.parts] {
             let whole = p.skip == 0
                 && slots[p.index]
                     .as_ref()
                     .is_some_and(|r| r.length == p.length);
             if whole {
                 let read = slots[p.index].take().expect("a read is planned once");
-                parts.push(PartRead {
+                reads.push(PartRead {
                     offset: p.offset,
                     length: p.length,
                     tag: read.tag,
@@ -647,7 +649,7 @@ fn work(slots: &mut [Option<Read>], transfers: Vec<Transfer>) -> Vec<Work> {
             locator,
             offset: t.offset,
             length: t.length,
-            parts,
+            parts: reads,
             pieces,
             wave: None,
             pin,

@@ -204,7 +204,7 @@ fn random_merges_and_splits_give_exact_bytes_remote_with_faults_and_local() {
         let split = planned
             .transfers
             .iter()
-            .flat_map(|t| &t.parts)
+            .flat_map(|t| planned.parts_of(t))
             .any(|p| p.length < requests[p.index].length);
         merged_rounds += usize::from(
             planned

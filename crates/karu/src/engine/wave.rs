@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::plan::{CostModel, Plan, Transfer};
+use crate::plan::{CostModel, Part, Plan, Transfer};
 
 /// How many round trips a cold plan must be predicted to take (under the priors) for its
 /// first wave to wait for a lone probe: the wait (at most [`PATIENCE`], about a round trip
@@ -64,21 +64,27 @@ pub(crate) const COLD_WASTE: u64 = 8 << 20;
 
 /// How many of a cold plan's `transfers` its first wave sends: two per concurrency slot, at
 /// least one, no more than [`COLD_WASTE`] bytes that no read asked for, and no split read left
-/// half in it (its pieces are consecutive transfers).
-pub(crate) fn size(transfers: &[Transfer], slots: usize) -> usize {
+/// half in it (its pieces are consecutive transfers). `parts` are the plan's.
+pub(crate) fn size(transfers: &[Transfer], parts: &[Part], slots: usize) -> usize {
     let most = slots.max(1).saturating_mul(2).min(transfers.len());
     let mut waste = 0u64;
     let mut n = 0;
     while n < most {
         let t = &transfers[n];
-        let asked = t.parts.iter().fold(0u64, |a, p| a.saturating_add(p.length));
+        let asked = parts[t.parts.clone()]
+            .iter()
+            .fold(0u64, |a, p| a.saturating_add(p.length));
         waste = waste.saturating_add(t.length.saturating_sub(asked));
         if n > 0 && waste > COLD_WASTE {
             break;
         }
         n += 1;
     }
-    while n < transfers.len() && transfers[n].parts.first().is_some_and(|p| p.skip > 0) {
+    while n < transfers.len()
+        && parts[transfers[n].parts.clone()]
+            .first()
+            .is_some_and(|p| p.skip > 0)
+    {
         n += 1;
     }
     n
@@ -233,58 +239,64 @@ impl Drop for Ticket {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Part;
 
-    /// A transfer at `offset` of `length` bytes whose parts ask for `parts` (length, skip).
-    fn transfer(offset: u64, length: u64, parts: &[(u64, u64)]) -> Transfer {
-        Transfer {
-            index: 0,
-            offset,
-            length,
-            parts: parts
-                .iter()
-                .map(|&(length, skip)| Part {
+    /// A plan of `n` transfers: the `i`th at `offset(i)` of `length` bytes, whose parts ask
+    /// for `parts(i)` (length, skip).
+    fn plan(n: u64, offset: impl Fn(u64) -> u64, length: u64, parts: &[(u64, u64)]) -> Plan {
+        plan_of(n, offset, length, |_| parts.to_vec())
+    }
+
+    fn plan_of(
+        n: u64,
+        offset: impl Fn(u64) -> u64,
+        length: u64,
+        parts: impl Fn(u64) -> Vec<(u64, u64)>,
+    ) -> Plan {
+        let mut plan = Plan::default();
+        for i in 0..n {
+            let (offset, first) = (offset(i), plan.parts.len());
+            plan.parts
+                .extend(parts(i).into_iter().map(|(length, skip)| Part {
                     index: 0,
                     offset,
                     length,
                     skip,
-                })
-                .collect(),
-            remote: true,
+                }));
+            plan.transfers.push(Transfer {
+                index: 0,
+                offset,
+                length,
+                parts: first..plan.parts.len(),
+                remote: true,
+            });
         }
+        plan
+    }
+
+    fn size_of(plan: &Plan, slots: usize) -> usize {
+        size(&plan.transfers, &plan.parts, slots)
     }
 
     #[test]
     fn a_wave_is_two_transfers_per_slot_and_fetches_little_that_no_read_asked_for() {
         // Whole reads: two per slot.
-        let whole: Vec<Transfer> = (0..100)
-            .map(|i| transfer(i << 20, 4096, &[(4096, 0)]))
-            .collect();
-        assert_eq!(size(&whole, 8), 16);
-        assert_eq!(size(&whole, 64), 100);
+        let whole = plan(100, |i| i << 20, 4096, &[(4096, 0)]);
+        assert_eq!(size_of(&whole, 8), 16);
+        assert_eq!(size_of(&whole, 64), 100);
         // Merged transfers of 1 MiB for two 4 KiB reads: the gaps stop the wave at 8 MiB.
-        let merged: Vec<Transfer> = (0..100)
-            .map(|i| transfer(i << 20, 1 << 20, &[(4096, 0), (4096, 0)]))
-            .collect();
-        let n = size(&merged, 64);
+        let merged = plan(100, |i| i << 20, 1 << 20, &[(4096, 0), (4096, 0)]);
+        let n = size_of(&merged, 64);
         assert_eq!(n, (COLD_WASTE / ((1 << 20) - 8192)) as usize);
         // One transfer goes whatever its gaps.
-        assert_eq!(size(&[transfer(0, 1 << 40, &[(1, 0), (1, 0)])], 64), 1);
+        assert_eq!(size_of(&plan(1, |_| 0, 1 << 40, &[(1, 0), (1, 0)]), 64), 1);
         // A split read's pieces stay together.
-        let pieces: Vec<Transfer> = (0..4)
-            .map(|i| transfer(i << 23, 8 << 20, &[(8 << 20, i << 23)]))
-            .collect();
-        assert_eq!(size(&pieces, 1), 4);
+        let pieces = plan_of(4, |i| i << 23, 8 << 20, |i| vec![(8 << 20, i << 23)]);
+        assert_eq!(size_of(&pieces, 1), 4);
     }
 
     #[test]
     fn only_a_plan_of_many_round_trips_is_worth_a_probe() {
-        let plan = |n: u64| Plan {
-            transfers: (0..n)
-                .map(|i| transfer(i << 20, 4096, &[(4096, 0)]))
-                .collect(),
-            ..Plan::default()
-        };
+        let plan = |n: u64| plan(n, |i| i << 20, 4096, &[(4096, 0)]);
         // Under the priors (20 ms, 64 slots): 250 transfers take 4 round trips of slots and
         // 25 ms of requests, 8,000 take 125 round trips of slots.
         let priors = CostModel::priors(64);

@@ -410,12 +410,12 @@ fn cut(
         }
         if let Some((from, o)) = &mut current {
             if o.joins(e, gap, &within) {
-                o.join(e);
+                o.join(e, &within);
                 continue;
             }
             out(whole(*from, k, o));
         }
-        current = Some((k, Open::new(e)));
+        current = Some((k, Open::new(e, &within)));
     }
     if let Some((from, o)) = current {
         out(whole(from, span.to, &o));
@@ -452,8 +452,9 @@ struct Choice {
 /// assert!(planned.transfers.len() > 1);
 /// let mut next = 0;
 /// for t in &planned.transfers {
-///     assert_eq!((t.parts[0].index, t.parts[0].skip), (0, next));
-///     next += t.parts[0].length;
+///     let part = planned.parts_of(t)[0];
+///     assert_eq!((part.index, part.skip), (0, next));
+///     next += part.length;
 /// }
 /// assert_eq!(next, 64 << 20);
 /// # Ok::<(), karu::Error>(())
@@ -509,7 +510,9 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
         },
         |(_, c)| c,
     );
-    let mut transfers = Vec::new();
+    // Room for the chosen candidate's remote transfers (local files' grow it).
+    let mut transfers = Vec::with_capacity(best.map_or(0, |((_, n, _), _)| n) as usize);
+    let mut parts = Vec::with_capacity(entries.len());
     let mut own = Vec::new();
     for (group, remote) in prepared.groups() {
         own.clear();
@@ -532,15 +535,16 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
         };
         for &s in &own {
             match cut_into(s.length()) {
-                None => transfers.push(transfer(group, s, remote)),
+                None => transfers.push(transfer(group, s, remote, &mut parts)),
                 Some(size) => cut(group, s, size, gap.unwrap_or(0), policy, &mut |p| {
-                    transfers.push(piece(group, p));
+                    transfers.push(piece(group, p, &mut parts));
                 }),
             }
         }
     }
     Plan {
         transfers,
+        parts,
         rejected: std::mem::take(&mut prepared.rejected),
         requested_bytes: prepared.requested_bytes,
     }
@@ -551,25 +555,38 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
 /// trying a gap costs a few comparisons per read rather than a pass over them all.
 fn loads(prepared: &Prepared, gaps: &[Option<u64>], policy: &Policy) -> Vec<Load> {
     let mut loads = vec![Load::default(); gaps.len()];
-    let mut open: Vec<Open> = Vec::with_capacity(gaps.len());
+    // The gaps that merge at all, with their place in `gaps`: `None` sends every read alone.
+    let merging: Vec<(usize, u64)> = gaps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, g)| g.map(|g| (i, g)))
+        .collect();
+    let mut alone = Load::default();
+    let mut open: Vec<Open> = Vec::with_capacity(merging.len());
     for (group, remote) in prepared.groups() {
         let Some((first, rest)) = group.split_first().filter(|_| remote) else {
             continue;
         };
+        group.iter().for_each(|e| alone.add(e.length));
         open.clear();
-        open.resize(gaps.len(), Open::new(first));
+        open.resize(merging.len(), Open::new(first, policy));
         for e in rest {
-            for ((o, &gap), load) in open.iter_mut().zip(gaps).zip(&mut loads) {
-                if gap.is_some_and(|gap| o.joins(e, gap, policy)) {
-                    o.join(e);
+            for (o, &(i, gap)) in open.iter_mut().zip(&merging) {
+                if o.joins(e, gap, policy) {
+                    o.join(e, policy);
                 } else {
-                    load.add(o.length());
-                    *o = Open::new(e);
+                    loads[i].add(o.length());
+                    *o = Open::new(e, policy);
                 }
             }
         }
-        for (o, load) in open.iter().zip(&mut loads) {
-            load.add(o.length());
+        for (o, &(i, _)) in open.iter().zip(&merging) {
+            loads[i].add(o.length());
+        }
+    }
+    for (load, gap) in loads.iter_mut().zip(gaps) {
+        if gap.is_none() {
+            *load = alone;
         }
     }
     loads
@@ -588,24 +605,31 @@ fn drop_alike(prepared: &Prepared, gaps: &mut Vec<Option<u64>>) {
     let mut sorted: Vec<u64> = gaps.iter().flatten().copied().collect();
     sorted.sort_unstable();
     sorted.dedup();
-    // `starts[i]`: some distance lies in (sorted[i - 1], sorted[i]], so sorted[i] merges more.
-    let mut starts = vec![false; sorted.len()];
+    // Each read with the last byte of the read before it: `Open::joins` measures the bytes
+    // between the two.
+    let neighbours = || {
+        prepared
+            .groups()
+            .filter(|&(_, remote)| remote)
+            .flat_map(|(group, _)| group.windows(2))
+            .map(|w| (w[0].offset + (w[0].length - 1), &w[1]))
+    };
     let (mut exact, mut widest) = (true, 0);
-    for (group, _) in prepared.groups().filter(|&(_, remote)| remote) {
-        for w in group.windows(2) {
-            let (before, e) = (w[0].offset + (w[0].length - 1), &w[1]);
-            exact &= e.offset + (e.length - 1) >= before;
-            // `Open::joins`'s measure: bytes between the last byte and the next read.
+    for (before, e) in neighbours() {
+        exact &= e.offset + (e.length - 1) >= before;
+        widest = widest.max(e.offset.saturating_sub(before).saturating_sub(1));
+    }
+    // `starts[i]`: some distance lies in (sorted[i - 1], sorted[i]], so sorted[i] merges more.
+    // Where reads nest, only the widest neighbour distance is known to bound the distances.
+    let mut starts: Vec<bool> = (0..sorted.len())
+        .map(|i| !exact && i > 0 && sorted[i - 1] < widest)
+        .collect();
+    if exact {
+        for (before, e) in neighbours() {
             let distance = e.offset.saturating_sub(before).saturating_sub(1);
-            widest = widest.max(distance);
             if let Some(start) = starts.get_mut(sorted.partition_point(|&g| g < distance)) {
                 *start = true;
             }
-        }
-    }
-    if !exact {
-        for (i, start) in starts.iter_mut().enumerate() {
-            *start |= i > 0 && sorted[i - 1] < widest;
         }
     }
     // The index of the smallest gap planning as `g` does.
@@ -638,27 +662,28 @@ fn remote_spans(
     }
 }
 
-/// The transfer of one piece.
-fn piece(entries: &[Entry], p: Piece) -> Transfer {
+/// The transfer of one piece, its parts appended to `parts`.
+fn piece(entries: &[Entry], p: Piece, parts: &mut Vec<Part>) -> Transfer {
     match p {
-        Piece::Whole(s) => transfer(entries, s, true),
+        Piece::Whole(s) => transfer(entries, s, true, parts),
         Piece::Slice {
             entry,
             skip,
             length,
         } => {
             let e = entries[entry];
-            let part = Part {
+            let offset = e.offset + skip;
+            parts.push(Part {
                 index: e.index,
-                offset: e.offset + skip,
+                offset,
                 length,
                 skip,
-            };
+            });
             Transfer {
                 index: e.index,
-                offset: part.offset,
+                offset,
                 length,
-                parts: vec![part],
+                parts: parts.len() - 1..parts.len(),
                 remote: true,
             }
         }

@@ -15,6 +15,8 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
+use std::ops::Range;
+
 use crate::error::{Error, Result, Status};
 use crate::locator::{Locator, Window};
 
@@ -163,7 +165,7 @@ pub struct Request<'a> {
 /// ];
 /// let planned = plan(&reads, &Policy::default());
 /// // Parts are ordered by offset, with absolute offsets (the window starts at 1000).
-/// assert_eq!(planned.transfers[0].parts, [
+/// assert_eq!(planned.parts_of(&planned.transfers[0]), [
 ///     Part { index: 1, offset: 1000, length: 100, skip: 0 },
 ///     Part { index: 0, offset: 1300, length: 100, skip: 0 },
 /// ]);
@@ -195,7 +197,7 @@ pub struct Part {
 /// let planned = plan(&reads, &Policy::default());
 /// let t = &planned.transfers[0];
 /// assert_eq!((t.index, t.offset, t.length), (0, 0, 200)); // the 50-byte gap is fetched too
-/// assert_eq!(t.parts.len(), 2);
+/// assert_eq!(planned.parts_of(t).len(), 2);
 /// # Ok::<(), karu::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -208,8 +210,10 @@ pub struct Transfer {
     pub offset: u64,
     /// Number of bytes, from the first part's start to the furthest part end.
     pub length: u64,
-    /// The reads, ordered by offset (then by index).
-    pub parts: Vec<Part>,
+    /// Where its reads are in the plan's [`Plan::parts`] (ordered by offset, then by index):
+    /// see [`Plan::parts_of`]. One list for the whole plan, so that planning allocates per
+    /// batch, not per transfer.
+    pub parts: Range<usize>,
     /// Whether the object is remote (only remote transfers use a link).
     pub remote: bool,
 }
@@ -237,6 +241,8 @@ pub struct Transfer {
 pub struct Plan {
     /// Transfers ordered by (backend, identity, `if_match`, offset).
     pub transfers: Vec<Transfer>,
+    /// Every transfer's reads, each transfer's a run of them ([`Transfer::parts`]).
+    pub parts: Vec<Part>,
     /// Reads that fail before any I/O, each with its own error, in request order.
     pub rejected: Vec<(usize, Error)>,
     /// Sum of the lengths of the valid reads (saturating).
@@ -244,6 +250,11 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The reads of one of this plan's transfers.
+    pub fn parts_of(&self, t: &Transfer) -> &[Part] {
+        &self.parts[t.parts.clone()]
+    }
+
     /// Sum of the transfer lengths: the bytes the transfers will fetch (saturating).
     pub fn fetched_bytes(&self) -> u64 {
         self.transfers
@@ -289,14 +300,20 @@ struct Entry {
 pub fn plan(requests: &[Request<'_>], policy: &Policy) -> Plan {
     let mut prepared = Prepared::new(requests);
     let mut transfers = Vec::new();
+    let mut parts = Vec::with_capacity(prepared.entries.len());
     let mut spans = Vec::new();
     for (group, remote) in prepared.groups() {
         spans.clear();
         sweep(group, guards_gap(policy, remote), policy, &mut spans);
-        emit(group, &spans, remote, &mut transfers);
+        transfers.extend(
+            spans
+                .iter()
+                .map(|&s| transfer(group, s, remote, &mut parts)),
+        );
     }
     Plan {
         transfers,
+        parts,
         rejected: std::mem::take(&mut prepared.rejected),
         requested_bytes: prepared.requested_bytes,
     }
@@ -435,14 +452,14 @@ impl Span {
 fn sweep(entries: &[Entry], gap: Option<u64>, policy: &Policy, spans: &mut Vec<Span>) {
     let mut i = 0;
     while i < entries.len() {
-        let mut open = Open::new(&entries[i]);
+        let mut open = Open::new(&entries[i], policy);
         let mut j = i + 1;
         if let Some(gap) = gap {
             for e in &entries[i + 1..] {
                 if !open.joins(e, gap, policy) {
                     break;
                 }
-                open.join(e);
+                open.join(e, policy);
                 j += 1;
             }
         }
@@ -456,42 +473,42 @@ fn sweep(entries: &[Entry], gap: Option<u64>, policy: &Policy, spans: &mut Vec<S
     }
 }
 
-/// A span being merged: its first and last byte, the bytes its reads ask for, and how many
-/// reads it holds.
+/// A span being merged: its first and last byte, its amplification budget (the bytes its
+/// reads ask for times the guard, saturating: an overflowing budget passes, spec §5.2) and how
+/// many reads it holds. The budget is kept multiplied out, so that testing a read costs a
+/// 64-bit product rather than a 128-bit one: the cost planner tests every read under each of
+/// up to a dozen gaps.
 #[derive(Clone, Copy, Debug)]
 struct Open {
     start: u64,
     last: u64,
-    useful: u128,
+    budget: u128,
     parts: u64,
 }
 
 impl Open {
-    fn new(e: &Entry) -> Open {
+    fn new(e: &Entry, policy: &Policy) -> Open {
         Open {
             start: e.offset,
             last: e.offset + (e.length - 1),
-            useful: u128::from(e.length),
+            budget: share(e, policy),
             parts: 1,
         }
     }
 
     /// Whether the next read (in offset order) joins the span under merge gap `gap` and the
-    /// guards: within the gap, the span limit, the parts limit and the amplification budget
-    /// (an overflowing budget passes, spec §5.2).
+    /// guards: within the gap, the span limit, the parts limit and the amplification budget.
     fn joins(&self, e: &Entry, gap: u64, policy: &Policy) -> bool {
         let end = self.last.max(e.offset + (e.length - 1));
         (e.offset <= self.last || e.offset - self.last - 1 <= gap)
             && end - self.start < policy.limit
             && self.parts < policy.parts
-            && (self.useful + u128::from(e.length))
-                .checked_mul(u128::from(policy.amplification))
-                .is_none_or(|budget| u128::from(end - self.start) < budget)
+            && u128::from(end - self.start) < self.budget.saturating_add(share(e, policy))
     }
 
-    fn join(&mut self, e: &Entry) {
+    fn join(&mut self, e: &Entry, policy: &Policy) {
         self.last = self.last.max(e.offset + (e.length - 1));
-        self.useful += u128::from(e.length);
+        self.budget = self.budget.saturating_add(share(e, policy));
         self.parts += 1;
     }
 
@@ -500,26 +517,26 @@ impl Open {
     }
 }
 
-/// Transfers of whole reads, one per span, with parts of their exact capacity.
-fn emit(entries: &[Entry], spans: &[Span], remote: bool, transfers: &mut Vec<Transfer>) {
-    transfers.extend(spans.iter().map(|&s| transfer(entries, s, remote)));
+/// A read's share of a span's amplification budget: its length times the guard (a 64-bit
+/// product: it fits in 128 bits).
+fn share(e: &Entry, policy: &Policy) -> u128 {
+    u128::from(e.length) * u128::from(policy.amplification)
 }
 
-/// The transfer of one span of whole reads.
-fn transfer(entries: &[Entry], s: Span, remote: bool) -> Transfer {
+/// The transfer of one span of whole reads, its parts appended to `parts`.
+fn transfer(entries: &[Entry], s: Span, remote: bool, parts: &mut Vec<Part>) -> Transfer {
+    let first = parts.len();
+    parts.extend(entries[s.from..s.to].iter().map(|e| Part {
+        index: e.index,
+        offset: e.offset,
+        length: e.length,
+        skip: 0,
+    }));
     Transfer {
         remote,
         index: entries[s.from].index,
         offset: s.start,
         length: s.length(),
-        parts: entries[s.from..s.to]
-            .iter()
-            .map(|e| Part {
-                index: e.index,
-                offset: e.offset,
-                length: e.length,
-                skip: 0,
-            })
-            .collect(),
+        parts: first..parts.len(),
     }
 }

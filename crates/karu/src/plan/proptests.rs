@@ -82,21 +82,33 @@ fn key<'a>(r: &Request<'a>) -> (Backend, &'a str, Option<&'a str>) {
 }
 
 /// Whether a read may join a transfer under the policy's four guards.
-fn fits(t: &Transfer, p: &Part, remote: bool, policy: &Policy) -> bool {
+fn fits(t: &Transfer, parts: &[Part], p: &Part, remote: bool, policy: &Policy) -> bool {
     let end = u128::from(t.offset) + u128::from(t.length); // exclusive
     let start = u128::from(p.offset);
     let gap = start.saturating_sub(end);
     let allowed = if remote { policy.gap } else { 0 };
     let span = end.max(start + u128::from(p.length)) - u128::from(t.offset);
     let useful: u128 =
-        t.parts.iter().map(|q| u128::from(q.length)).sum::<u128>() + u128::from(p.length);
+        parts.iter().map(|q| u128::from(q.length)).sum::<u128>() + u128::from(p.length);
     policy.gap > 0
         && gap <= u128::from(allowed)
         && span <= u128::from(policy.limit)
-        && (t.parts.len() as u64) < policy.parts
+        && (parts.len() as u64) < policy.parts
         && useful
             .checked_mul(u128::from(policy.amplification))
             .is_none_or(|budget| span <= budget)
+}
+
+/// Whether the transfers' runs of parts follow one another and cover the plan's parts.
+fn contiguous(planned: &Plan) -> bool {
+    let mut next = 0;
+    for t in &planned.transfers {
+        if t.parts.start != next {
+            return false;
+        }
+        next = t.parts.end;
+    }
+    next == planned.parts.len()
 }
 
 fn check(requests: &[Request<'_>], policy: &Policy) -> std::result::Result<(), TestCaseError> {
@@ -119,18 +131,20 @@ fn check(requests: &[Request<'_>], policy: &Policy) -> std::result::Result<(), T
     }
     prop_assert!(planned.rejected.windows(2).all(|w| w[0].0 < w[1].0));
 
+    prop_assert!(contiguous(&planned));
     for t in &planned.transfers {
-        prop_assert!(!t.parts.is_empty());
-        let first = &requests[t.parts[0].index];
-        prop_assert_eq!(t.index, t.parts[0].index);
+        let parts = planned.parts_of(t);
+        prop_assert!(!parts.is_empty());
+        let first = &requests[parts[0].index];
+        prop_assert_eq!(t.index, parts[0].index);
         prop_assert!(
-            t.parts
+            parts
                 .windows(2)
                 .all(|w| (w[0].offset, w[0].index) < (w[1].offset, w[1].index))
         );
         let mut end = 0u128;
         let mut useful = 0u128;
-        for p in &t.parts {
+        for p in parts {
             let r = &requests[p.index];
             seen[p.index] += 1;
             requested = requested.saturating_add(r.length);
@@ -156,12 +170,12 @@ fn check(requests: &[Request<'_>], policy: &Policy) -> std::result::Result<(), T
             end = end.max(part_end);
             useful += u128::from(p.length);
         }
-        prop_assert_eq!(t.offset, t.parts[0].offset);
+        prop_assert_eq!(t.offset, parts[0].offset);
         prop_assert_eq!(u128::from(t.offset) + u128::from(t.length), end);
-        if t.parts.len() > 1 {
+        if parts.len() > 1 {
             prop_assert!(policy.gap > 0);
             prop_assert!(t.length <= policy.limit);
-            prop_assert!(t.parts.len() as u64 <= policy.parts);
+            prop_assert!(parts.len() as u64 <= policy.parts);
             let budget = useful.checked_mul(u128::from(policy.amplification));
             prop_assert!(budget.is_none_or(|b| u128::from(t.length) <= b));
         }
@@ -179,7 +193,9 @@ fn check(requests: &[Request<'_>], policy: &Policy) -> std::result::Result<(), T
         let (a, b) = (&requests[w[0].index], &requests[w[1].index]);
         prop_assert!((key(a), w[0].offset) <= (key(b), w[1].offset));
         if key(a) == key(b) {
-            prop_assert!(!fits(&w[0], &w[1].parts[0], a.locator.is_remote(), policy));
+            let next = &planned.parts_of(&w[1])[0];
+            let parts = planned.parts_of(&w[0]);
+            prop_assert!(!fits(&w[0], parts, next, a.locator.is_remote(), policy));
         }
     }
     Ok(())
@@ -251,14 +267,16 @@ fn check_cost(
 
     // (skip, length, offset) of every part of each read.
     let mut pieces: Vec<Vec<(u64, u64, u64)>> = vec![Vec::new(); requests.len()];
+    prop_assert!(contiguous(&planned));
     for t in &planned.transfers {
-        prop_assert!(!t.parts.is_empty());
-        prop_assert_eq!(t.index, t.parts[0].index);
-        prop_assert_eq!(t.offset, t.parts[0].offset);
+        let parts = planned.parts_of(t);
+        prop_assert!(!parts.is_empty());
+        prop_assert_eq!(t.index, parts[0].index);
+        prop_assert_eq!(t.offset, parts[0].offset);
         let first = &requests[t.index];
         let mut end = 0u128;
         let mut useful = 0u128;
-        for p in &t.parts {
+        for p in parts {
             prop_assert_eq!(key(&requests[p.index]), key(first));
             prop_assert!(p.offset >= t.offset && p.length > 0);
             if end > 0 {
@@ -270,15 +288,15 @@ fn check_cost(
             pieces[p.index].push((p.skip, p.length, p.offset));
         }
         prop_assert_eq!(u128::from(t.offset) + u128::from(t.length), end);
-        if t.parts.len() > 1 {
+        if parts.len() > 1 {
             prop_assert!(t.length <= policy.limit);
-            prop_assert!(t.parts.len() as u64 <= policy.parts);
+            prop_assert!(parts.len() as u64 <= policy.parts);
             let budget = useful.checked_mul(u128::from(policy.amplification));
             prop_assert!(budget.is_none_or(|b| u128::from(t.length) <= b));
-            prop_assert!(t.parts.iter().all(|p| p.skip == 0));
+            prop_assert!(parts.iter().all(|p| p.skip == 0));
         }
         if !first.locator.is_remote() {
-            prop_assert!(t.parts.iter().all(|p| p.skip == 0));
+            prop_assert!(parts.iter().all(|p| p.skip == 0));
         }
     }
     for (i, r) in requests.iter().enumerate() {

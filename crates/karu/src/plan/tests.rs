@@ -57,7 +57,7 @@ fn policy(gap: u64, limit: u64, parts: u64, amplification: u64) -> Policy {
 fn shape(p: &Plan) -> Vec<Vec<usize>> {
     p.transfers
         .iter()
-        .map(|t| t.parts.iter().map(|part| part.index).collect())
+        .map(|t| p.parts_of(t).iter().map(|part| part.index).collect())
         .collect()
 }
 
@@ -322,7 +322,7 @@ fn groups_by_identity_and_if_match_not_by_window_or_pointer() {
     let p = plan(&reads, &Policy::default());
     // Order: identity, then if_match (None first), then offset.
     assert_eq!(shape(&p), vec![vec![1, 2, 3], vec![4, 6], vec![5], vec![0]]);
-    assert_eq!(p.transfers[0].parts[2].offset, 100);
+    assert_eq!(p.parts_of(&p.transfers[0])[2].offset, 100);
     assert_eq!((p.transfers[0].offset, p.transfers[0].length), (0, 110));
     assert_eq!((p.transfers[1].offset, p.transfers[1].length), (20, 30));
     assert_eq!(p.requested_bytes, 70);
@@ -350,7 +350,7 @@ fn parts_are_in_offset_order_and_the_first_serves() {
     let t = &p.transfers[0];
     assert_eq!((t.index, t.offset, t.length), (1, 0, 60));
     assert_eq!(
-        t.parts[2],
+        p.parts_of(t)[2],
         Part {
             index: 2,
             offset: 20,
