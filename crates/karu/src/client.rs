@@ -186,7 +186,7 @@ impl Client {
             }),
             _ => None,
         };
-        let planned = plan_reads(&reads, &policy, estimate.as_ref());
+        let mut planned = plan_reads(&reads, &policy, estimate.as_ref());
         // A cold link's endpoint: a first wave from the priors, the rest planned again once
         // the endpoint's total rate is measured (after a lone probe if the batch is long, see
         // `engine::wave`).
@@ -202,8 +202,7 @@ impl Client {
         Counters::add(&shared.counters.requested_bytes, planned.requested_bytes);
 
         let mut slots: Vec<Option<Read>> = reads.into_iter().map(Some).collect();
-        let rejected: Vec<Completion> = planned
-            .rejected
+        let rejected: Vec<Completion> = std::mem::take(&mut planned.rejected)
             .into_iter()
             .map(|(i, error)| {
                 let read = slots[i].take().expect("a read is rejected once");
@@ -218,13 +217,11 @@ impl Client {
             .collect();
         shared.complete(rejected);
 
-        let mut transfers = planned.transfers;
         let wave = match estimate {
-            Some(e) if e.is_cold() => {
-                wave::size(&transfers, &planned.parts, e.model.concurrency as usize)
-            }
-            _ => transfers.len(),
+            Some(e) if e.is_cold() => wave::size(&planned, e.model.concurrency as usize),
+            _ => planned.transfers.len(),
         };
+        let mut transfers = planned.transfers;
         let later = transfers.split_off(wave);
         Counters::add(&shared.counters.transfers, transfers.len() as u64);
         let mut work = work(&mut slots, transfers, &planned.parts);

@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::plan::{CostModel, Part, Plan, Transfer};
+use crate::plan::{CostModel, Plan};
 
 /// How many round trips a cold plan must be predicted to take (under the priors) for its
 /// first wave to wait for a lone probe: the wait (at most [`PATIENCE`], about a round trip
@@ -62,16 +62,18 @@ pub(crate) fn worth_a_probe(model: &CostModel, plan: &Plan) -> bool {
 /// there, and a few milliseconds of a 10 Gbit/s link where the priors are right.
 pub(crate) const COLD_WASTE: u64 = 8 << 20;
 
-/// How many of a cold plan's `transfers` its first wave sends: two per concurrency slot, at
+/// How many of a cold plan's transfers its first wave sends: two per concurrency slot, at
 /// least one, no more than [`COLD_WASTE`] bytes that no read asked for, and no split read left
-/// half in it (its pieces are consecutive transfers). `parts` are the plan's.
-pub(crate) fn size(transfers: &[Transfer], parts: &[Part], slots: usize) -> usize {
+/// half in it (its pieces are consecutive transfers).
+pub(crate) fn size(plan: &Plan, slots: usize) -> usize {
+    let transfers = &plan.transfers;
     let most = slots.max(1).saturating_mul(2).min(transfers.len());
     let mut waste = 0u64;
     let mut n = 0;
     while n < most {
         let t = &transfers[n];
-        let asked = parts[t.parts.clone()]
+        let asked = plan
+            .parts_of(t)
             .iter()
             .fold(0u64, |a, p| a.saturating_add(p.length));
         waste = waste.saturating_add(t.length.saturating_sub(asked));
@@ -81,7 +83,8 @@ pub(crate) fn size(transfers: &[Transfer], parts: &[Part], slots: usize) -> usiz
         n += 1;
     }
     while n < transfers.len()
-        && parts[transfers[n].parts.clone()]
+        && plan
+            .parts_of(&transfers[n])
             .first()
             .is_some_and(|p| p.skip > 0)
     {
@@ -239,6 +242,7 @@ impl Drop for Ticket {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::{Part, Transfer};
 
     /// A plan of `n` transfers: the `i`th at `offset(i)` of `length` bytes, whose parts ask
     /// for `parts(i)` (length, skip).
@@ -273,25 +277,21 @@ mod tests {
         plan
     }
 
-    fn size_of(plan: &Plan, slots: usize) -> usize {
-        size(&plan.transfers, &plan.parts, slots)
-    }
-
     #[test]
     fn a_wave_is_two_transfers_per_slot_and_fetches_little_that_no_read_asked_for() {
         // Whole reads: two per slot.
         let whole = plan(100, |i| i << 20, 4096, &[(4096, 0)]);
-        assert_eq!(size_of(&whole, 8), 16);
-        assert_eq!(size_of(&whole, 64), 100);
+        assert_eq!(size(&whole, 8), 16);
+        assert_eq!(size(&whole, 64), 100);
         // Merged transfers of 1 MiB for two 4 KiB reads: the gaps stop the wave at 8 MiB.
         let merged = plan(100, |i| i << 20, 1 << 20, &[(4096, 0), (4096, 0)]);
-        let n = size_of(&merged, 64);
+        let n = size(&merged, 64);
         assert_eq!(n, (COLD_WASTE / ((1 << 20) - 8192)) as usize);
         // One transfer goes whatever its gaps.
-        assert_eq!(size_of(&plan(1, |_| 0, 1 << 40, &[(1, 0), (1, 0)]), 64), 1);
+        assert_eq!(size(&plan(1, |_| 0, 1 << 40, &[(1, 0), (1, 0)]), 64), 1);
         // A split read's pieces stay together.
         let pieces = plan_of(4, |i| i << 23, 8 << 20, |i| vec![(8 << 20, i << 23)]);
-        assert_eq!(size_of(&pieces, 1), 4);
+        assert_eq!(size(&pieces, 1), 4);
     }
 
     #[test]
