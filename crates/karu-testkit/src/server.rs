@@ -146,6 +146,9 @@ pub struct Logged {
     pub headers: Vec<(String, String)>,
     /// Status code sent.
     pub status: u16,
+    /// When the request's head had been read: with [`RangeServer::set_delay`], it tells
+    /// whether a request came while another was still waiting for its answer.
+    pub arrived: std::time::Instant,
 }
 
 impl Logged {
@@ -835,6 +838,7 @@ async fn handle(shared: Arc<Shared>, conn: Conn, req: Request<Incoming>) -> Resp
             .map(|(_, v)| v.clone()),
         headers,
         status: 0,
+        arrived: std::time::Instant::now(),
     };
     // The chaos route serves each request as the fault route it draws.
     let (fault, query_raw) = if fault == chaos::ROUTE {
