@@ -125,6 +125,9 @@ pub struct BatchStats {
     pub resumed: u64,
     /// Credential refreshes triggered by an authentication failure.
     pub credential_refreshes: u64,
+    /// Transfers that handed the unread end of their range to a new transfer once their
+    /// stream proved slower than the link (each new transfer also counts in `transfers`).
+    pub tails_cut: u64,
     /// The link the plan assumed (`KARU_COALESCE_MODE=cost`, the default, with remote
     /// reads; after a first wave, the link the rest was planned for); `None` for a guards
     /// plan.
@@ -132,13 +135,13 @@ pub struct BatchStats {
 }
 
 impl std::fmt::Display for BatchStats {
-    /// One line of `name=value` pairs, in the C struct's field order, then the link the plan
-    /// assumed, if any.
+    /// One line of `name=value` pairs, in the C struct's field order, then the tails cut and
+    /// the link the plan assumed, if any.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
             "transfers={} transfers_finished={} requested_bytes={} received_bytes={} retries={} \
-             throttled={} new_connections={} resumed={} credential_refreshes={}",
+             throttled={} new_connections={} resumed={} credential_refreshes={} tails_cut={}",
             self.transfers,
             self.transfers_finished,
             self.requested_bytes,
@@ -147,7 +150,8 @@ impl std::fmt::Display for BatchStats {
             self.throttled,
             self.new_connections,
             self.resumed,
-            self.credential_refreshes
+            self.credential_refreshes,
+            self.tails_cut
         )?;
         if let Some(m) = &self.assumed {
             write!(
@@ -177,6 +181,7 @@ pub(crate) struct Counters {
     pub(crate) new_connections: AtomicU64,
     pub(crate) resumed: AtomicU64,
     pub(crate) credential_refreshes: AtomicU64,
+    pub(crate) tails_cut: AtomicU64,
 }
 
 impl Counters {
@@ -196,6 +201,7 @@ impl Counters {
             new_connections: r(&self.new_connections),
             resumed: r(&self.resumed),
             credential_refreshes: r(&self.credential_refreshes),
+            tails_cut: r(&self.tails_cut),
             assumed,
         }
     }
@@ -315,6 +321,16 @@ impl Shared {
     /// Records the link the batch's plan assumed.
     pub(crate) fn assume(&self, model: Option<CostModel>) {
         *self.assumed.lock().unwrap_or_else(|e| e.into_inner()) = model;
+    }
+
+    /// Whether the batch was planned by cost (`KARU_COALESCE_MODE=cost`): its transfers then
+    /// reason from the link as they run too (see `engine::cut`); a guards plan's run as
+    /// planned.
+    pub(crate) fn planned_by_cost(&self) -> bool {
+        self.assumed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 
     /// The counters so far, with the link the plan assumed.

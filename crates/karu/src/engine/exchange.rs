@@ -3,7 +3,7 @@
 //! interrupted body pinned by a strong ETag, streaming into a sink, and exact counters.
 //! Batch transfers and the probes share it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
@@ -104,7 +104,7 @@ impl Env<'_> {
 }
 
 /// What a transfer brings from the credential stage.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Access {
     /// How to sign; `None` until looked up (probes and unsigned backends skip the stage).
     pub(crate) auth: Option<Auth>,
@@ -517,16 +517,17 @@ async fn lookup(
 }
 
 /// Streams a body, calling `keep(offset_in_kept, bytes)` for bytes after the first `skip`
-/// and up to `len` kept bytes. Aborts on the low-speed rule. Returns how many bytes were
-/// kept, or the error with that count when the body broke.
+/// and up to `len` kept bytes; `keep` may return a smaller `len` (never below what it has
+/// been given), and the body is then read no further. Aborts on the low-speed rule. Returns
+/// how many bytes were kept, or the error with that count when the body broke.
 pub(crate) async fn stream_body(
     env: &Env<'_>,
     url: &str,
     mut body: Incoming,
     lowat: Option<RecvLowat>,
     skip: u64,
-    len: u64,
-    mut keep: impl FnMut(u64, &[u8]),
+    mut len: u64,
+    mut keep: impl FnMut(u64, &[u8]) -> Option<u64>,
 ) -> std::result::Result<(u64, Incoming), (u64, Error)> {
     // Wake-ups batched by the socket's low-water mark (see `transport::lowat`); put back to
     // one byte when this returns.
@@ -542,7 +543,7 @@ pub(crate) async fn stream_body(
         *window = 0;
         sleep.reset(tokio::time::Instant::now() + time);
     };
-    let end = skip.saturating_add(len); // body offset after the last kept byte
+    let mut end = skip.saturating_add(len); // body offset after the last kept byte
     let mut pos = 0u64; // body bytes seen
     let mut kept = 0u64;
     while kept < len {
@@ -598,8 +599,12 @@ pub(crate) async fn stream_body(
         let from = skip.saturating_sub(start).min(data.len() as u64);
         let upto = end.saturating_sub(start).min(data.len() as u64);
         if from < upto {
-            keep(kept, &data[from as usize..upto as usize]);
+            let shorter = keep(kept, &data[from as usize..upto as usize]);
             kept += upto - from;
+            if let Some(n) = shorter {
+                len = len.min(n.max(kept));
+                end = skip.saturating_add(len);
+            }
         }
     }
     Ok((kept, body))
@@ -642,6 +647,8 @@ pub(crate) struct RangeRead<'c, S> {
     resume_tag: Option<String>,
     version_changed: bool,
     fallback_limit: u64,
+    /// The last byte as it may be cut shorter while the body streams (see `engine::cut`).
+    cut: Option<&'c Cell<u64>>,
     sink: S,
 }
 
@@ -670,7 +677,18 @@ impl<'c, S: FnMut(u64, &[u8], Option<&str>)> RangeRead<'c, S> {
             resume_tag: None,
             version_changed: false,
             fallback_limit: settings.range_fallback_limit(),
+            cut: None,
             sink,
+        }
+    }
+
+    /// Reads no further than `last` holds whenever it is looked at: the sink may lower it
+    /// while a body streams (the rest of the body is then not read, and a retry asks only
+    /// up to it).
+    pub(crate) fn cut_by(self, last: &'c Cell<u64>) -> Self {
+        RangeRead {
+            cut: Some(last),
+            ..self
         }
     }
 }
@@ -680,7 +698,7 @@ impl<S: FnMut(u64, &[u8], Option<&str>)> Handler for RangeRead<'_, S> {
 
     fn next_request(&self) -> (ByteRange, Option<Condition>) {
         let first = self.start + self.kept;
-        let range = match self.last {
+        let range = match self.last() {
             OPEN => ByteRange::From(first),
             last => ByteRange::Span { first, last },
         };
@@ -706,7 +724,7 @@ impl<S: FnMut(u64, &[u8], Option<&str>)> Handler for RangeRead<'_, S> {
         let expect = Expect {
             url,
             start: self.start + self.kept,
-            end: self.last,
+            end: self.last(),
             original_start: self.start,
             fallback_limit: self.fallback_limit,
             pin,
@@ -770,10 +788,14 @@ impl<S: FnMut(u64, &[u8], Option<&str>)> Handler for RangeRead<'_, S> {
             .and_then(|v| v.parse::<u64>().ok());
         let sink = &mut self.sink;
         let version = tag.as_deref().or(self.caller_pin);
+        let cut = self.cut;
         let streamed = stream_body(env, url, resp.body, resp.lowat, skip, len, |at, data| {
-            sink(first + at, data, version)
+            sink(first + at, data, version);
+            // A cut leaves the bytes up to its last byte.
+            cut.map(|last| last.get().saturating_add(1).saturating_sub(first))
         })
         .await;
+        let len = len.min(self.last().saturating_add(1).saturating_sub(first));
         match streamed {
             Ok((kept, rest)) => {
                 let announced_more = expected_body.is_some_and(|n| n > skip + kept);
@@ -805,6 +827,11 @@ impl<S: FnMut(u64, &[u8], Option<&str>)> Handler for RangeRead<'_, S> {
 }
 
 impl<S> RangeRead<'_, S> {
+    /// The last byte to read: the one asked for, or a cut's.
+    fn last(&self) -> u64 {
+        self.cut.map_or(self.last, |c| c.get().min(self.last))
+    }
+
     fn restart(&mut self) {
         self.kept = 0;
         self.resume_tag = None;

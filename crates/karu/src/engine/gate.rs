@@ -175,6 +175,16 @@ impl Gate {
         self.admit(&mut s, now, bulk)
     }
 
+    /// Whether the gate lets every bulk transfer run (a long round trip).
+    pub(crate) fn is_open(&self) -> bool {
+        self.lock().regime == Regime::Open
+    }
+
+    /// Body bytes of the bulk transfers through this gate so far.
+    pub(crate) fn bulk_bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
     /// Whether a probe (a `stat` or `read_ends` exchange) may start at `now`. While the
     /// round trip is unknown or short it is a small transfer (as [`Gate::enter`]); where it
     /// is long, parallel probes hide it, and every one goes at once, uncounted (`None`): a
@@ -380,6 +390,12 @@ impl Admitted {
             bulk,
             seen: false,
         }
+    }
+
+    /// The gate that admitted the transfer, if it was bulk: a bulk transfer's tail may be cut
+    /// off onto a transfer of its own (see `engine::cut`).
+    pub(crate) fn bulk_gate(&self) -> Option<&Arc<Gate>> {
+        self.bulk.then_some(&self.gate)
     }
 
     /// Body bytes arrived for the request that went out at `sent` (known once the attempt

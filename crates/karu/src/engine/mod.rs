@@ -2,6 +2,7 @@
 //! a small pool of file workers; remote backends arrive with the transport issues.
 
 mod credentials;
+mod cut;
 pub(crate) mod exchange;
 #[cfg(test)]
 mod faults;

@@ -93,6 +93,38 @@ impl Parts {
         self.open < self.slots.len()
     }
 
+    /// The first offset at or after `target` (and before `end`) where the reads still open
+    /// can be cut in two: a read starts there and none before it reaches past it.
+    pub(crate) fn boundary(&self, target: u64, end: u64) -> Option<u64> {
+        let mut reach = 0;
+        for slot in self.slots[self.open..].iter().flatten() {
+            let p = &slot.read;
+            if p.offset >= end {
+                break;
+            }
+            if p.offset >= target && reach <= p.offset {
+                return Some(p.offset);
+            }
+            reach = reach.max(p.offset + p.length);
+        }
+        None
+    }
+
+    /// Takes out the reads from `at` on (none of which has had a byte yet: bytes arrive in
+    /// offset order, and the transfer's have not reached `at`), for a transfer of their own.
+    pub(crate) fn split_off(&mut self, at: u64) -> Vec<PartRead> {
+        let first = self.slots[self.open..]
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.read.offset >= at))
+            .map_or(self.slots.len(), |i| self.open + i);
+        let tail = self.slots.split_off(first);
+        self.open = self.open.min(self.slots.len());
+        while self.slots.get(self.open).is_some_and(Option::is_none) {
+            self.open += 1;
+        }
+        tail.into_iter().flatten().map(|s| s.read).collect()
+    }
+
     /// Removes slot `i` (its read completes), moving `open` past completed slots.
     fn take(&mut self, i: usize) -> Option<PartRead> {
         let slot = self.slots.get_mut(i).and_then(Option::take);
@@ -121,5 +153,62 @@ impl Parts {
                 })
                 .collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dest::Dest;
+
+    /// Reads of `(offset, length)`, tagged by position.
+    fn parts(reads: &[(u64, u64)]) -> Parts {
+        Parts::new(
+            reads
+                .iter()
+                .enumerate()
+                .map(|(i, &(offset, length))| PartRead {
+                    offset,
+                    length,
+                    tag: i as u64,
+                    dest: Dest::Alloc,
+                })
+                .collect(),
+        )
+    }
+
+    fn locator() -> Locator {
+        Locator::parse("https://example.com/o").unwrap()
+    }
+
+    #[test]
+    fn a_cut_falls_between_reads_that_no_earlier_read_overlaps() {
+        // [0, 10) [10, 30) [20, 25) nested, [30, 40) [35, 50) overlapping, [50, 60).
+        let p = parts(&[(0, 10), (10, 20), (20, 5), (30, 10), (35, 15), (50, 10)]);
+        assert_eq!(p.boundary(0, 60), Some(0));
+        assert_eq!(p.boundary(5, 60), Some(10));
+        // 20 lies inside [10, 30): the next start no read passes is 30.
+        assert_eq!(p.boundary(11, 60), Some(30));
+        // 35 lies inside [30, 40): then 50.
+        assert_eq!(p.boundary(31, 60), Some(50));
+        assert_eq!(p.boundary(51, 60), None);
+        assert_eq!(p.boundary(31, 50), None, "not at or past the end");
+    }
+
+    #[test]
+    fn the_reads_split_off_are_those_from_the_cut_on() {
+        let mut p = parts(&[(0, 10), (10, 10), (20, 10), (30, 10)]);
+        let mut done = Vec::new();
+        // The first read completes; the cut at 20 takes the last two.
+        p.write(&locator(), 0, &[1; 12], None, &mut done);
+        assert_eq!(done.len(), 1);
+        let tail = p.split_off(20);
+        let tags: Vec<u64> = tail.iter().map(|r| r.tag).collect();
+        assert_eq!(tags, [2, 3]);
+        // The second read completes with the rest of its bytes; none is left open.
+        p.write(&locator(), 12, &[1; 8], None, &mut done);
+        assert_eq!(done.len(), 2);
+        assert!(!p.any_open());
+        assert!(p.finish(&locator(), Ok(20)).is_empty());
     }
 }

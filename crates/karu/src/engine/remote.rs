@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use super::credentials::{CredentialStage, Lookups, Resolver, Scope};
+use super::cut::{self, Cutter};
 use super::exchange::{Env, RangeRead};
 use super::gate::{Admit, Admitted, Gate};
 use super::link::{self, LinkTable, Meter};
@@ -652,6 +653,11 @@ fn run_loop(
             links,
             gates: Gates(Arc::clone(inner)),
         });
+        let here = Here {
+            inner: Arc::clone(inner),
+            state: Rc::clone(&state),
+            index,
+        };
         let slot = &inner.slots[index];
         // When this loop's gate timer fires, if one is set.
         let timer = Rc::new(Cell::new(None));
@@ -689,26 +695,7 @@ fn run_loop(
                     inner.release();
                     continue; // dropped batch: discard unread
                 }
-                let length = work.length;
-                let active = slot.active.fetch_add(1, Ordering::AcqRel) + 1;
-                slot.peak.fetch_max(active, Ordering::AcqRel);
-                slot.bytes.fetch_add(length, Ordering::AcqRel);
-                let state = Rc::clone(&state);
-                let inner = Arc::clone(inner);
-                // Boxed: a transfer's future is large (every stage of the exchange), and
-                // the runtime moves a spawned future several times before it first runs;
-                // a box makes each move a pointer's instead of a copy of the whole state.
-                tokio::task::spawn_local(Box::pin(async move {
-                    run_transfer(&state, batch, work, admitted).await;
-                    let slot = &inner.slots[index];
-                    let now = u64::try_from(inner.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                    slot.ended.store(now, Ordering::Release);
-                    slot.active.fetch_sub(1, Ordering::AcqRel);
-                    slot.bytes.fetch_sub(length, Ordering::AcqRel);
-                    inner.release();
-                    inner.tell_probes();
-                    slot.wake.notify_one();
-                }));
+                here.start(batch, work, admitted);
             }
             let backlog = !inner.pending().is_empty();
             if backlog && handed_on {
@@ -723,6 +710,72 @@ fn run_loop(
             }
         }
     });
+}
+
+/// A loop, as a running transfer sees it: where it starts another (a tail it cut off).
+#[derive(Clone)]
+struct Here {
+    inner: Arc<Inner>,
+    state: Rc<LoopState>,
+    index: usize,
+}
+
+impl Here {
+    /// Runs a transfer that holds one of the client's places (taken by `reserve`) on this
+    /// loop, and gives the place back when it ends.
+    fn start(&self, batch: Arc<Shared>, work: Work, admitted: Option<Admitted>) {
+        let slot = &self.inner.slots[self.index];
+        let length = work.length;
+        let active = slot.active.fetch_add(1, Ordering::AcqRel) + 1;
+        slot.peak.fetch_max(active, Ordering::AcqRel);
+        slot.bytes.fetch_add(length, Ordering::AcqRel);
+        let here = self.clone();
+        // Boxed: a transfer's future is large (every stage of the exchange), and the runtime
+        // moves a spawned future several times before it first runs; a box makes each move a
+        // pointer's instead of a copy of the whole state.
+        tokio::task::spawn_local(Box::pin(async move {
+            run_transfer(&here, batch, work, admitted).await;
+            let inner = &here.inner;
+            let slot = &inner.slots[here.index];
+            let now = u64::try_from(inner.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            slot.ended.store(now, Ordering::Release);
+            slot.active.fetch_sub(1, Ordering::AcqRel);
+            slot.bytes.fetch_sub(length, Ordering::AcqRel);
+            inner.release();
+            inner.tell_probes();
+            slot.wake.notify_one();
+        }));
+    }
+
+    /// Room for a tail cut off a bulk transfer through `gate`, which nothing else wants: no
+    /// transfer is queued, a place is free, and the gate admits one more bulk transfer now.
+    fn room(&self, gate: &Arc<Gate>, now: Instant) -> Option<Admitted> {
+        let inner = &self.inner;
+        if !inner.pending().is_empty() || !inner.reserve() {
+            return None;
+        }
+        if gate.enter(now, true) != Admit::Yes {
+            inner.release();
+            return None;
+        }
+        Some(Admitted::new(Arc::clone(gate), true))
+    }
+
+    /// The link's total rate to `locator`'s endpoint, as the planner knows it.
+    fn total_rate(&self, locator: &Locator) -> u64 {
+        let state = &self.state;
+        link::locator_endpoint(&state.settings, locator).map_or(
+            crate::plan::CostModel::PRIOR_TOTAL_RATE,
+            |endpoint| {
+                let concurrency = state.settings.concurrency();
+                state
+                    .links
+                    .estimate(&endpoint, concurrency)
+                    .model
+                    .total_rate
+            },
+        )
+    }
 }
 
 /// Wakes loop `index` at `at` (a gate that may admit then: see `Admit::Until`), unless its
@@ -747,13 +800,10 @@ fn wake_at(inner: &Arc<Inner>, index: usize, at: Instant, timer: &Rc<Cell<Option
 
 /// Runs one transfer and completes its reads; a panic on the way fails them instead (NOMEM:
 /// in a release build the only panics left to reach here are failed allocations).
-/// `admitted` is its place at its endpoint's gate, if it has one.
-async fn run_transfer(
-    state: &LoopState,
-    batch: Arc<Shared>,
-    work: Work,
-    mut admitted: Option<Admitted>,
-) {
+/// `admitted` is its place at its endpoint's gate, if it has one; a bulk one may cut its
+/// unread tail off onto a transfer of its own (see `engine::cut`).
+async fn run_transfer(here: &Here, batch: Arc<Shared>, work: Work, mut admitted: Option<Admitted>) {
+    let state = &*here.state;
     let Some(busy) = batch.begin() else {
         return;
     };
@@ -783,11 +833,19 @@ async fn run_transfer(
     // The transfer's last read is handed over with `finish`, after the transfer's counters,
     // so a caller who has drained the batch sees its final stats.
     let mut ended = Vec::new();
+    // The last byte to fetch, lowered when the tail is cut off.
+    let last = Cell::new(offset + length - 1);
+    let mut cutter = admitted
+        .as_ref()
+        .and_then(Admitted::bulk_gate)
+        .filter(|_| batch.planned_by_cost())
+        .map(|_| Cutter::default());
     let result = {
         let env = state.env(Some(&batch));
         let sink = |at: u64, data: &[u8], version: Option<&str>| {
+            let sent = env.meter.sent_at();
             if let Some(a) = admitted.as_mut() {
-                a.received(data.len(), env.meter.sent_at());
+                a.received(data.len(), sent);
             }
             parts.write(&locator, at, data, version, &mut ended);
             if !ended.is_empty() && (parts.any_open() || !slices.is_empty()) {
@@ -796,6 +854,53 @@ async fn run_transfer(
             for p in &slices {
                 p.write(at, data);
             }
+            let (Some(c), Some(gate)) = (
+                cutter.as_mut(),
+                admitted.as_ref().and_then(Admitted::bulk_gate),
+            ) else {
+                return;
+            };
+            let end = last.get() + 1;
+            let now = Instant::now();
+            let got = at..at + data.len() as u64;
+            // A gate that paces bulk transfers measures whether more streams carry more;
+            // an open one leaves it to the link's total.
+            let target = c.look(got, end, sent, now, gate.bulk_bytes(), || {
+                match gate.is_open() {
+                    true => here.total_rate(&locator),
+                    false => u64::MAX,
+                }
+            });
+            // Whole reads are cut between reads; pieces of split reads anywhere.
+            let at = target.and_then(|t| match parts.any_open() {
+                true => parts.boundary(t, end),
+                false => Some(t),
+            });
+            let Some(at) = at.filter(|&at| end - at >= cut::MIN_TAIL) else {
+                return;
+            };
+            let Some(room) = here.room(gate, now) else {
+                c.no_room(now);
+                return;
+            };
+            let mut pieces = Vec::new();
+            for p in &mut slices {
+                pieces.extend(p.cut(at));
+            }
+            let tail = Work {
+                locator: locator.clone(),
+                offset: at,
+                length: end - at,
+                parts: parts.split_off(at),
+                pieces,
+                wave: None,
+                pin: pin.clone(),
+                access: access.clone(),
+            };
+            last.set(at - 1);
+            Counters::add(&batch.counters.transfers, 1);
+            Counters::add(&batch.counters.tails_cut, 1);
+            here.start(Arc::clone(&batch), tail, Some(room));
         };
         let mut read = RangeRead::new(
             &state.settings,
@@ -803,7 +908,8 @@ async fn run_transfer(
             offset + length - 1,
             pin.as_deref(),
             sink,
-        );
+        )
+        .cut_by(&last);
         let exchange = std::pin::pin!(async {
             #[cfg(test)]
             super::faults::transfer(&locator);

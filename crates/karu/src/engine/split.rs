@@ -33,6 +33,19 @@ impl PieceRead {
         }
     }
 
+    /// Cuts the piece at object offset `at`: the bytes from `at` on become a piece of their
+    /// own (counted by the read before this one ends), returned; `None` when `at` is not
+    /// inside the piece.
+    pub(crate) fn cut(&mut self, at: u64) -> Option<PieceRead> {
+        let end = self.offset + self.length;
+        if at <= self.offset || at >= end {
+            return None;
+        }
+        let kept = at - self.offset;
+        self.length = kept;
+        Some(self.read.add_piece(at, end - at, self.skip + kept))
+    }
+
     /// Ends the piece: its transfer delivered bytes up to `end` from the object version
     /// `version` (or failed). Returns the read's completion when this was its last piece.
     pub(crate) fn finish(
@@ -227,6 +240,31 @@ mod tests {
             .collect();
         read.prepare().unwrap();
         (read, pieces)
+    }
+
+    #[test]
+    fn a_piece_cut_in_two_completes_its_read_once_with_every_byte() {
+        let (_, mut pieces) = three();
+        let data: Vec<u8> = (0..30).collect();
+        // The middle piece [110, 120) is cut at 114; a cut outside it takes nothing.
+        assert!(pieces[1].cut(110).is_none() && pieces[1].cut(120).is_none());
+        let tail = pieces[1].cut(114).expect("inside the piece");
+        assert_eq!(
+            (pieces[1].length, tail.offset, tail.length, tail.skip),
+            (4, 114, 6, 14)
+        );
+        pieces.push(tail);
+        let mut done = Vec::new();
+        for p in pieces {
+            p.write(p.offset, &data[p.skip as usize..][..p.length as usize]);
+            let end = p.offset + p.length;
+            done.extend(p.finish(&locator(), &Ok((end, v0()))));
+        }
+        let [done] = done.as_slice() else {
+            panic!("{} completions", done.len());
+        };
+        assert!(done.result.is_ok());
+        assert_eq!(done.bytes(), &data[..]);
     }
 
     #[test]
