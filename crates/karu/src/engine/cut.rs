@@ -149,7 +149,12 @@ impl Cutter {
         let s = (a.bytes - from.bytes) as f64 / secs;
         let at = point(d, s, self.pos, end)?;
         let together = endpoint_bytes.saturating_sub(from.endpoint) as f64 / secs;
-        (together + s <= total() as f64 / HEADROOM).then_some(at)
+        if together + s > total() as f64 / HEADROOM {
+            // The link is busy: asked again a span later, not with every chunk.
+            self.next = Some(now + span);
+            return None;
+        }
+        Some(at)
     }
 
     /// The cut found no room: look again after a while.
@@ -277,8 +282,10 @@ mod tests {
         // This stream at 100 MB/s, the endpoint's at 750 MB/s over the last 4 ms: 850 MB/s
         // with this one is above 1 GB/s ÷ 1.25.
         assert_eq!(look(400_001, 200_000, 7, 3_000_000), None);
-        // With the endpoint's streams at 250 MB/s there is room.
-        assert!(look(600_001, 1, 7, 2_000_000).is_some());
+        // Not asked again within the span; then, with the endpoint's streams at 250 MB/s,
+        // there is room.
+        assert_eq!(look(600_001, 100_000, 8, 3_000_000), None);
+        assert!(look(700_001, 100_000, 9, 3_500_000).is_some());
     }
 
     #[test]

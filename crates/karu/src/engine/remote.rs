@@ -860,6 +860,9 @@ async fn run_transfer(here: &Here, batch: Arc<Shared>, work: Work, mut admitted:
             ) else {
                 return;
             };
+            if !parts.any_open() && slices.is_empty() {
+                return; // only bytes between reads are left
+            }
             let end = last.get() + 1;
             let now = Instant::now();
             let got = at..at + data.len() as u64;
@@ -883,9 +886,15 @@ async fn run_transfer(here: &Here, batch: Arc<Shared>, work: Work, mut admitted:
                 c.no_room(now);
                 return;
             };
+            // Pieces from the cut on go to the tail, a piece across it in two.
             let mut pieces = Vec::new();
-            for p in &mut slices {
-                pieces.extend(p.cut(at));
+            for mut p in std::mem::take(&mut slices) {
+                if p.offset >= at {
+                    pieces.push(p);
+                } else {
+                    pieces.extend(p.cut(at));
+                    slices.push(p);
+                }
             }
             let tail = Work {
                 locator: locator.clone(),
