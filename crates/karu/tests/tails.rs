@@ -4,35 +4,12 @@
 
 mod common;
 
-use common::{client, collect};
+use common::{client, collect, read_all};
 use karu::{Locator, Read};
 use karu_testkit::content;
 use karu_testkit::server::RangeServer;
 
 const MIB: u64 = 1 << 20;
-
-/// Every read of `(offset, length)` of object `name`, checked byte by byte; returns the
-/// batch's stats.
-fn read_all(c: &karu::Client, l: &Locator, name: &str, reads: &[(u64, u64)]) -> karu::BatchStats {
-    let batch = c
-        .submit(
-            reads
-                .iter()
-                .enumerate()
-                .map(|(i, &(o, n))| Read::new(l, o, n).tag(i as u64))
-                .collect(),
-        )
-        .unwrap();
-    let done = collect(&batch);
-    assert_eq!(done.len(), reads.len());
-    for d in &done {
-        assert!(d.result.is_ok(), "{:?}", d.result);
-        let (o, n) = reads[d.tag as usize];
-        assert_eq!(d.bytes().len() as u64, n);
-        content::check(name, o, d.bytes()).unwrap();
-    }
-    batch.stats()
-}
 
 #[test]
 fn a_slow_merged_transfer_hands_its_tail_to_idle_slots() {
@@ -46,7 +23,6 @@ fn a_slow_merged_transfer_hands_its_tail_to_idle_slots() {
         .collect();
     let stats = read_all(&c, &l, "slow", &reads);
     assert!(stats.tails_cut >= 1, "{stats}");
-    assert_eq!(stats.transfers_finished, stats.transfers, "{stats}");
     // One request per transfer; a cut one stops reading at its cut, and the tails ask for
     // disjoint ranges that cover the rest.
     let log = server.log();
@@ -63,7 +39,6 @@ fn a_split_reads_pieces_are_cut_and_the_read_completes_once() {
     let c = client(&[("KARU_CONCURRENCY", "8")]);
     let stats = read_all(&c, &l, "big", &[(3, 40 * MIB)]);
     assert!(stats.tails_cut >= 1, "{stats}");
-    assert_eq!(stats.transfers_finished, stats.transfers, "{stats}");
 }
 
 #[test]
