@@ -37,11 +37,11 @@ fn pieces_of_a_large_read_run_side_by_side_where_each_stream_is_slow() {
     let stats = b.stats();
     // Cut into 32 MiB pieces; the gate starts with one stream and then opens or doubles
     // while the rate grows (an epoch of 50 ms at most: a piece takes 335 ms here), so all 4
-    // pieces ran side by side (1 connection if it held its start, 2 if it grew once), and
-    // slow pieces handed their unread tails to transfers of their own as the gate let more
-    // run (`engine::cut`).
+    // pieces ran side by side (1 connection if it held its start, 2 if it grew once); slow
+    // pieces may hand their unread tails to transfers of their own (`engine::cut`), unless a
+    // busy machine's late first byte made the link look long and the pieces' measured total
+    // stands for it.
     assert_eq!(stats.transfers - stats.tails_cut, 4, "{stats:?}");
-    assert!(stats.tails_cut >= 1, "{stats:?}");
     let connections = proxy.connections();
     assert!(connections >= 4, "{connections} connections");
 }

@@ -15,7 +15,8 @@ const MIB: u64 = 1 << 20;
 fn a_slow_merged_transfer_hands_its_tail_to_idle_slots() {
     let server = RangeServer::start();
     // Each answer streams at 40 MB/s: 12 MiB of neighbouring reads, one transfer, take some
-    // 300 ms alone on a link (loopback) that carries far more.
+    // 300 ms alone on a link (loopback) that carries far more. One transfer measures no
+    // total, so the prior's stands, short link or long.
     let l = Locator::parse(&server.url("/trickle/slow?size=67108864&rate=40000000")).unwrap();
     let c = client(&[("KARU_CONCURRENCY", "8")]);
     let reads: Vec<(u64, u64)> = (0..48)
@@ -31,14 +32,16 @@ fn a_slow_merged_transfer_hands_its_tail_to_idle_slots() {
 }
 
 #[test]
-fn a_split_reads_pieces_are_cut_and_the_read_completes_once() {
+fn a_split_reads_pieces_complete_it_once_whether_cut_or_not() {
     let server = RangeServer::start();
-    // One read of 40 MiB: a cold plan cuts it into pieces of at most 32 MiB, and each slow
-    // piece hands its tail on.
+    // One read of 40 MiB: a cold plan cuts it into pieces of at most 32 MiB, and a slow
+    // piece hands its tail on, unless a busy machine's late first byte made the link look
+    // long and the two pieces' measured total stands for it (`engine::cut`). Cutting a
+    // piece in two is `engine::split`'s unit test; here every byte is checked either way.
     let l = Locator::parse(&server.url("/trickle/big?size=67108864&rate=60000000")).unwrap();
     let c = client(&[("KARU_CONCURRENCY", "8")]);
     let stats = read_all(&c, &l, "big", &[(3, 40 * MIB)]);
-    assert!(stats.tails_cut >= 1, "{stats}");
+    assert_eq!(stats.transfers - stats.tails_cut, 2, "{stats}");
 }
 
 #[test]
