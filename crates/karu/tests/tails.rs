@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{client, collect, read_all};
-use karu::{Locator, Read};
+use common::{client, collect, object, read_all};
+use karu::Read;
 use karu_testkit::content;
 use karu_testkit::server::RangeServer;
 
@@ -17,7 +17,7 @@ fn a_slow_merged_transfer_hands_its_tail_to_idle_slots() {
     // Each answer streams at 40 MB/s: 12 MiB of neighbouring reads, one transfer, take some
     // 300 ms alone on a link (loopback) that carries far more. One transfer measures no
     // total, so the prior's stands, short link or long.
-    let l = Locator::parse(&server.url("/trickle/slow?size=67108864&rate=40000000")).unwrap();
+    let l = object(&server, "/trickle/slow?size=67108864&rate=40000000");
     let c = client(&[("KARU_CONCURRENCY", "8")]);
     let reads: Vec<(u64, u64)> = (0..48)
         .map(|i| (MIB + i * (256 << 10), 256 << 10))
@@ -38,7 +38,7 @@ fn a_split_reads_pieces_complete_it_once_whether_cut_or_not() {
     // piece hands its tail on, unless a busy machine's late first byte made the link look
     // long and the two pieces' measured total stands for it (`engine::cut`). Cutting a
     // piece in two is `engine::split`'s unit test; here every byte is checked either way.
-    let l = Locator::parse(&server.url("/trickle/big?size=67108864&rate=60000000")).unwrap();
+    let l = object(&server, "/trickle/big?size=67108864&rate=60000000");
     let c = client(&[("KARU_CONCURRENCY", "8")]);
     let stats = read_all(&c, &l, "big", &[(3, 40 * MIB)]);
     assert_eq!(stats.transfers - stats.tails_cut, 2, "{stats}");
@@ -48,9 +48,10 @@ fn a_split_reads_pieces_complete_it_once_whether_cut_or_not() {
 fn a_failed_tail_fails_its_own_reads_only() {
     let server = RangeServer::start();
     // The first request streams slowly; every later one (the tails) gets 404.
-    let l =
-        Locator::parse(&server.url("/throttle/tail?size=67108864&after=1&code=404&rate=40000000"))
-            .unwrap();
+    let l = object(
+        &server,
+        "/throttle/tail?size=67108864&after=1&code=404&rate=40000000",
+    );
     let c = client(&[("KARU_CONCURRENCY", "8")]);
     let reads: Vec<(u64, u64)> = (0..48).map(|i| (i * (256 << 10), 256 << 10)).collect();
     let batch = c

@@ -140,7 +140,7 @@ impl Cutter {
             };
         }
         if self.next.is_some_and(|t| now < t)
-            || now.saturating_duration_since(a.first) < span * RAMP
+            || now.saturating_duration_since(a.first) < span.saturating_mul(RAMP)
         {
             return None;
         }
@@ -151,7 +151,7 @@ impl Cutter {
         let together = endpoint_bytes.saturating_sub(from.endpoint) as f64 / secs;
         if together + s > total() as f64 / HEADROOM {
             // The link is busy: asked again a span later, not with every chunk.
-            self.next = Some(now + span);
+            self.next = now.checked_add(span);
             return None;
         }
         Some(at)
@@ -159,7 +159,7 @@ impl Cutter {
 
     /// The cut found no room: look again after a while.
     pub(crate) fn no_room(&mut self, now: Instant) {
-        self.next = Some(now + BACK_OFF);
+        self.next = now.checked_add(BACK_OFF);
     }
 }
 

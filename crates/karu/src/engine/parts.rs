@@ -119,19 +119,22 @@ impl Parts {
             .map_or(self.slots.len(), |i| self.open + i);
         let tail = self.slots.split_off(first);
         self.open = self.open.min(self.slots.len());
-        while self.slots.get(self.open).is_some_and(Option::is_none) {
-            self.open += 1;
-        }
+        self.pass_completed();
         tail.into_iter().flatten().map(|s| s.read).collect()
     }
 
     /// Removes slot `i` (its read completes), moving `open` past completed slots.
     fn take(&mut self, i: usize) -> Option<PartRead> {
         let slot = self.slots.get_mut(i).and_then(Option::take);
+        self.pass_completed();
+        slot.map(|s| s.read)
+    }
+
+    /// Moves `open` past completed slots.
+    fn pass_completed(&mut self) {
         while self.slots.get(self.open).is_some_and(Option::is_none) {
             self.open += 1;
         }
-        slot.map(|s| s.read)
     }
 
     /// Completions for the reads still open once the transfer has delivered bytes up to
