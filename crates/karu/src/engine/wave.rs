@@ -8,8 +8,9 @@
 //!
 //! But the re-plan waits past the first round until the total rate is measured, or the wave
 //! has ended: without it the re-plan prices bytes at the prior's 10 Gbit/s. A round of small
-//! bodies measures none (each arrives in one read, taking no time, so no window fills), and
-//! the first transfers of a wave to end are its small ones. In a test kit harness (server,
+//! bodies may measure none (on a link they do not fill, each is owed for little more than
+//! the one read it arrives in, so no window fills), and the first transfers of a wave to
+//! end are its small ones. In a test kit harness (server,
 //! proxy and client in one process, workload R's reads, a cold client per batch, 2026-12-06),
 //! 5 of 10 batches at RTT 0 under 1 Gbit/s were re-planned on the prior and took 587–1,035 ms
 //! (66–126 MB fetched) against 448–491 ms (49 MB), and 3 of 4 at 20 ms under 1 Gbit/s took
