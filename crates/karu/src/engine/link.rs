@@ -36,13 +36,14 @@
 //!   cold batches, RTT 0, 2026-12-07) read 215–726 MB/s at the re-plans and 260–370 after a
 //!   batch, and the re-plans merged gaps the cap paid for: 6 batches took 0.77–1.46 s
 //!   (5,107–6,850 transfers), the rest 0.51–0.58. Timed as owed (and the connection bound
-//!   below), 92–122 MB/s at the re-plans and 89–125 after, and all 16 took 0.50–0.55 s
+//!   above), 92–122 MB/s at the re-plans and 89–125 after, and all 16 took 0.50–0.55 s
 //!   (8,936–9,301 transfers); the warm batches after them 0.44–0.50 s. The window closes at a
 //!   body's end, whose bytes have come, not at a start, whose wait it holds. The round trip
-//!   keeps a long link's waits out: there a body is owed from about when it starts. Until a window has closed, the open one stands in once it holds
-//!   [`TOTAL_BYTES`] over at least [`OPEN_WINDOW`] with bodies overlapping: a cold client's
-//!   first wave re-plans the rest when its first round ends, often before 50 ms of bodies,
-//!   and the prior's 10 Gbit/s would then make every gap look free on a slow link. With no
+//!   keeps a long link's waits out: there a body is owed from about when it starts. Until a
+//!   window has closed, the open one stands in once it holds [`TOTAL_BYTES`] over at least
+//!   [`OPEN_WINDOW`] with bodies overlapping: a cold client's first wave re-plans the rest
+//!   when its first round ends, often before 50 ms of bodies, and the prior's 10 Gbit/s
+//!   would then make every gap look free on a slow link. With no
 //!   window at all the prior stands, even once a lone body is measured: one body alone is no
 //!   sample of many together. Taken as the link, a lone body made workload R's re-plans
 //!   price bytes wrongly both ways (2026-12-06): on the test kit server at RTT 0 it read 2.8–3.1
