@@ -283,17 +283,20 @@ impl Endpoint {
             .then(|| carried as f64 / busy.as_secs_f64())
     }
 
+    /// The measured total rate, `carried` being the open window's bytes so far: the best
+    /// closed window, or the open one where it stands in.
+    fn total_rate(&self, now: Instant, carried: u64) -> Option<u64> {
+        let total = self.total.max().or_else(|| self.open_rate(now, carried));
+        total.map(|v| (v as u64).max(1))
+    }
+
     /// The estimate, `carried` being the open window's bytes so far.
     fn estimate(&self, concurrency: u32, now: Instant, carried: u64) -> LinkEstimate {
         let prior = CostModel::priors(concurrency);
         let secs = |v: f64| Duration::try_from_secs_f64(v).unwrap_or(Duration::MAX);
         let rate = |v: f64| (v as u64).max(1);
         let measured = self.rate.median().map(rate);
-        let total = self
-            .total
-            .max()
-            .or_else(|| self.open_rate(now, carried))
-            .map(rate);
+        let total = self.total_rate(now, carried);
         // No lone body yet: one connection is assumed to carry the link. No overlapping
         // bodies yet: the link is the prior, whatever one connection carried alone (see
         // the module docs). Until both are measured no split is planned on a guessed ratio
@@ -365,13 +368,12 @@ impl LinkTable {
         map.get(endpoint).cloned()
     }
 
-    /// Whether `endpoint`'s total rate is measured: a window closed, or the open one stands
-    /// in (see the module docs).
-    pub(crate) fn total_known(&self, endpoint: &str) -> bool {
-        self.known(endpoint).is_some_and(|l| {
+    /// `endpoint`'s total rate, if measured: a window closed, or the open one stands in (see
+    /// the module docs).
+    pub(crate) fn total_rate(&self, endpoint: &str) -> Option<u64> {
+        self.known(endpoint).and_then(|l| {
             let carried = l.bytes.load(Ordering::Relaxed);
-            let e = l.lock();
-            e.total.count > 0 || e.open_rate(Instant::now(), carried).is_some()
+            l.lock().total_rate(Instant::now(), carried)
         })
     }
 

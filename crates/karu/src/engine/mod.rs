@@ -175,7 +175,7 @@ impl Engine {
 
     /// Whether `endpoint`'s total rate has been measured.
     pub(crate) fn total_known(&self, endpoint: &str) -> bool {
-        self.links.total_known(endpoint)
+        self.links.total_rate(endpoint).is_some()
     }
 
     /// The link estimate a plan for `endpoint` assumes: what the loops measured, with as many

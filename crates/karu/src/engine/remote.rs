@@ -761,20 +761,13 @@ impl Here {
         Some(Admitted::new(Arc::clone(gate), true))
     }
 
-    /// The link's total rate to `locator`'s endpoint, as the planner knows it.
+    /// The link's total rate to `locator`'s endpoint, as the planner knows it (measured, or
+    /// the prior).
     fn total_rate(&self, locator: &Locator) -> u64 {
         let state = &self.state;
-        link::locator_endpoint(&state.settings, locator).map_or(
-            crate::plan::CostModel::PRIOR_TOTAL_RATE,
-            |endpoint| {
-                let concurrency = state.settings.concurrency();
-                state
-                    .links
-                    .estimate(&endpoint, concurrency)
-                    .model
-                    .total_rate
-            },
-        )
+        link::locator_endpoint(&state.settings, locator)
+            .and_then(|endpoint| state.links.total_rate(&endpoint))
+            .unwrap_or(crate::plan::CostModel::PRIOR_TOTAL_RATE)
     }
 }
 
