@@ -375,7 +375,7 @@ fn main() {
     }
 
     let mut rows = Vec::new();
-    let mut bandwidths = Vec::new();
+    let mut links = Vec::new();
     for server in &servers {
         let direct = server.base();
         let mut measured = Vec::new();
@@ -411,8 +411,8 @@ fn main() {
             // profile's cells, since the share of the 2 cores the path gets moves during a run
             // (through the proxy on the test kit server 1.03 and 1.58 GB/s at the starts of two
             // runs, and 0.98 between them).
-            let bw = match profile.cap {
-                Some(cap) => cap as f64,
+            let (bw, bandwidth) = match profile.cap {
+                Some(cap) => (cap as f64, None),
                 None => {
                     let bw = if proxy.is_some() {
                         let through = LatencyProxy::start(server.addr(), ProxyOptions::default());
@@ -420,33 +420,36 @@ fn main() {
                     } else {
                         server.measure_bandwidth(&direct)
                     };
-                    say!(
-                        "{} {}: the bound's bandwidth {:.2} GB/s",
-                        server.name(),
-                        profile.label(),
-                        bw / 1e9
-                    );
-                    measured.push(report::Bandwidth {
-                        profile,
-                        proxied: proxy.is_some(),
-                        rate: bw,
-                    });
-                    bw
+                    (bw, Some((bw, proxy.is_some())))
                 }
             };
+            let rtt = server.measure_rtt(&base);
+            say!(
+                "{} {}: the bounds' round trip {:.2} ms, bandwidth {:.2} GB/s",
+                server.name(),
+                profile.label(),
+                rtt.as_secs_f64() * 1e3,
+                bw / 1e9
+            );
+            let link = report::Link {
+                profile,
+                rtt,
+                bandwidth,
+            };
+            measured.push(link);
             for w in mine {
                 let t = server.target(base.clone());
                 let at = Place {
                     server,
                     proxy: proxy.as_ref(),
                     target: &t,
-                    profile,
+                    link,
                     bw,
                 };
                 rows.extend(run_matrix(&at, w, &opts, scale));
             }
         }
-        bandwidths.push((server.name().to_string(), measured));
+        links.push((server.name().to_string(), measured));
     }
     drop(servers);
     let total = started.elapsed();
@@ -454,7 +457,7 @@ fn main() {
         rows: &rows,
         workloads: &workloads,
         machine: &machine,
-        bandwidths: &bandwidths,
+        links: &links,
         notes: &notes,
         reps: opts.reps,
         quick: opts.quick,
@@ -579,23 +582,34 @@ fn planned(reader: Reader, w: &Workload, t: &Target) -> Option<(u64, u64, u64)> 
     })
 }
 
-/// The lower bound of a plan of `transfers` sending `fetched` bytes, `concurrency` at a time:
-/// a round trip per wave, one more for the first connection (every run is a fresh client, and
-/// a new connection answers nothing before its handshake's round trip, through the proxy as
-/// over TCP), and the bytes at the bandwidth `bw`.
-pub fn bound(transfers: u64, fetched: u64, concurrency: u64, rtt_ms: u64, bw: f64) -> Duration {
-    let trips = transfers.div_ceil(concurrency.max(1)) + u64::from(transfers > 0);
-    Duration::from_millis(rtt_ms) * u32::try_from(trips).unwrap_or(u32::MAX)
+/// The lower bound of a plan of `transfers` sending `fetched` bytes, `concurrency` at a time,
+/// on a path whose requests take `rtt` (measured) and whose new connections `handshake` first
+/// (every run is a fresh client, and a new connection answers nothing before its handshake,
+/// through the proxy as over TCP): a round trip per wave, the first connection's handshake,
+/// and the bytes at the bandwidth `bw`.
+pub fn bound(
+    transfers: u64,
+    fetched: u64,
+    concurrency: u64,
+    (rtt, handshake): (Duration, Duration),
+    bw: f64,
+) -> Duration {
+    if transfers == 0 {
+        return Duration::from_secs_f64(fetched as f64 / bw);
+    }
+    let waves = transfers.div_ceil(concurrency.max(1));
+    rtt.saturating_mul(u32::try_from(waves).unwrap_or(u32::MAX))
+        + handshake
         + Duration::from_secs_f64(fetched as f64 / bw)
 }
 
 /// Where a workload runs: server, the proxy in front of it (if any), the readers' target,
-/// the network profile and the bandwidth of its bound.
+/// the network profile with what its bounds assume of the path, and the bounds' bandwidth.
 struct Place<'a> {
     server: &'a Server,
     proxy: Option<&'a LatencyProxy>,
     target: &'a Target,
-    profile: Profile,
+    link: report::Link,
     bw: f64,
 }
 
@@ -632,9 +646,10 @@ fn run_matrix(at: &Place<'_>, w: &Workload, opts: &Opts, scale: Scale) -> Vec<Ro
         server,
         proxy,
         target: t,
-        profile,
+        link,
         bw,
     } = *at;
+    let profile = link.profile;
     let readers = Reader::for_kind(w.kind);
     let mut rows: Vec<Row> = readers
         .iter()
@@ -714,7 +729,8 @@ fn run_matrix(at: &Place<'_>, w: &Workload, opts: &Opts, scale: Scale) -> Vec<Ro
             };
             (median(&row.requests), median(&row.bytes), conc)
         });
-        row.bound = bound(transfers, fetched, conc, profile.rtt_ms, bw);
+        let handshake = Duration::from_millis(profile.rtt_ms);
+        row.bound = bound(transfers, fetched, conc, (link.rtt, handshake), bw);
     }
     rows
 }
@@ -787,16 +803,19 @@ mod tests {
     #[test]
     fn a_bound_counts_each_wave_and_the_first_handshake() {
         let ms = Duration::from_millis;
+        let at = |n| (ms(n), ms(n));
         // 130 transfers, 64 at a time: 3 waves and the handshake, at 20 ms.
-        assert_eq!(bound(130, 0, 64, 20, 1e9), ms(80));
+        assert_eq!(bound(130, 0, 64, at(20), 1e9), ms(80));
+        // Waves take the measured round trip, the handshake the profile's.
+        assert_eq!(bound(130, 0, 64, (ms(22), ms(20)), 1e9), ms(86));
         // One transfer of 1 GB at 1 GB/s: its two round trips and its bytes.
-        assert_eq!(bound(1, 1_000_000_000, 64, 50, 1e9), ms(1100));
+        assert_eq!(bound(1, 1_000_000_000, 64, at(50), 1e9), ms(1100));
         // At RTT 0 only the bytes count; nothing sent costs nothing.
         assert_eq!(
-            bound(10, 500_000, 1, 0, 1e9),
+            bound(10, 500_000, 1, at(0), 1e9),
             ms(0) + Duration::from_micros(500)
         );
-        assert_eq!(bound(0, 0, 64, 20, 1e9), Duration::ZERO);
+        assert_eq!(bound(0, 0, 64, at(20), 1e9), Duration::ZERO);
     }
 
     #[test]

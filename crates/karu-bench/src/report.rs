@@ -18,8 +18,8 @@ pub struct Input<'a> {
     pub rows: &'a [Row],
     pub workloads: &'a [Workload],
     pub machine: &'a str,
-    /// Per server, the bandwidth of each uncapped profile's bound.
-    pub bandwidths: &'a [(String, Vec<Bandwidth>)],
+    /// Per server, what each profile's bounds assume of its path.
+    pub links: &'a [(String, Vec<Link>)],
     pub notes: &'a [String],
     pub reps: usize,
     pub quick: bool,
@@ -28,13 +28,15 @@ pub struct Input<'a> {
     pub command: String,
 }
 
-/// The bandwidth an uncapped profile's bounds use.
-pub struct Bandwidth {
+/// What a profile's bounds assume of its path, measured before its cells.
+#[derive(Clone, Copy)]
+pub struct Link {
     pub profile: Profile,
-    /// Measured through the proxy (without delay), else directly.
-    pub proxied: bool,
-    /// Bytes per second.
-    pub rate: f64,
+    /// The smallest round trip of a small request (through the profile's proxy, if any).
+    pub rtt: Duration,
+    /// An uncapped profile's bandwidth in bytes per second (a capped one's is its cap), and
+    /// whether it was measured through the proxy (without delay) rather than directly.
+    pub bandwidth: Option<(f64, bool)>,
 }
 
 pub fn machine() -> String {
@@ -128,20 +130,26 @@ pub fn markdown(i: &Input<'_>) -> String {
         repetitions(i),
         i.machine
     );
-    for (s, measured) in i.bandwidths.iter().filter(|(_, m)| !m.is_empty()) {
+    for (s, measured) in i.links.iter().filter(|(_, m)| !m.is_empty()) {
         let each: Vec<String> = measured
             .iter()
-            .map(|b| {
-                let path = if b.proxied { "" } else { " direct" };
-                format!("{:.2} GB/s at {} ms{path}", b.rate / 1e9, b.profile.rtt_ms)
+            .map(|l| {
+                let bw = l.bandwidth.map_or(String::new(), |(rate, proxied)| {
+                    let path = if proxied { "" } else { " direct" };
+                    format!(", {:.2} GB/s{path}", rate / 1e9)
+                });
+                let rtt = l.rtt.as_secs_f64() * 1e3;
+                format!("{}: {rtt:.2} ms{bw}", l.profile.label())
             })
             .collect();
         let _ = writeln!(
             o,
-            "- {s}: loopback bandwidth of the uncapped bounds, measured before each profile's \
-             cells (plain client, 16 connections, 8 MiB ranges, through the proxy without delay \
-             unless direct): {}.",
-            each.join(", ")
+            "- {s}: the bounds' round trip and (uncapped) bandwidth, measured before each \
+             profile's cells (the smallest of {} 1-byte GETs on one connection, through the \
+             profile's proxy; a plain client's 16 connections reading 8 MiB ranges, through the \
+             proxy without delay unless direct): {}.",
+            crate::servers::RTT_PROBES,
+            each.join("; ")
         );
     }
     for n in i.notes {
@@ -161,9 +169,11 @@ pub fn markdown(i: &Input<'_>) -> String {
     let _ = writeln!(
         o,
         "\n### Headline: karu (defaults) against its peers and the lower bound\n\n\
-         Ratios are of median wall times; below 1 karu is faster. LB = (⌈transfers ÷ \
-         concurrency⌉ + 1) × RTT + fetched bytes ÷ bandwidth (the + 1 is the first \
-         connection's handshake: every run is a fresh client); \"own\" is karu's plan, \"best\" the \
+         Ratios are of median wall times; below 1 karu is faster. LB = ⌈transfers ÷ \
+         concurrency⌉ × RTT + handshake + fetched bytes ÷ bandwidth: the RTT measured on the \
+         profile's path (above; the proxy's delays end on millisecond ticks, so its round \
+         trips take longer than the profile's figure), the handshake the profile's round trip \
+         (the first connection's: every run is a fresh client); \"own\" is karu's plan, \"best\" the \
          lowest bound of any reader's plan (at that reader's concurrency). ~ marks the naive \
          reader extrapolated from a time-limited prefix. One table per set of readers: the \
          range workloads, then the download.\n"

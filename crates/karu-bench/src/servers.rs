@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use karu_testkit::{LatencyProxy, RangeServer, content};
 use object_store::ObjectStoreExt as _;
@@ -15,6 +16,9 @@ use crate::sigv4::S3Access;
 use crate::workload::{MIB, Workload};
 use crate::{GBIT, Profile};
 use crate::{cleanup, plain, say};
+
+/// Round trips [`Server::measure_rtt`] times.
+pub const RTT_PROBES: usize = 20;
 
 pub struct Counted {
     pub requests: u64,
@@ -316,17 +320,43 @@ impl Server {
         plain::addr_of(&self.base())
     }
 
-    /// Bytes per second a plain client with 16 connections gets from the largest object on
-    /// `base` (256 MiB in 8 MiB ranges, best of two).
-    pub fn measure_bandwidth(&self, base: &str) -> f64 {
-        let (name, size) = match self {
+    /// The largest object the server holds: what the yardsticks read.
+    fn yardstick(&self) -> (String, u64) {
+        match self {
             Server::Testkit { sizes, .. } | Server::S3 { sizes, .. } => {
                 sizes.iter().max_by_key(|e| e.1)
             }
             Server::Nginx { .. } => None,
         }
         .map(|(n, s)| (n.clone(), *s))
-        .unwrap_or_else(|| self.largest_nginx_file());
+        .unwrap_or_else(|| self.largest_nginx_file())
+    }
+
+    /// The smallest round trip of a 1-byte range GET on one keep-alive connection to `base`
+    /// ([`RTT_PROBES`] one after another; the first, which opens the connection, not counted).
+    /// The proxy's delays end on tokio's millisecond ticks, so its round trips run longer than
+    /// the profile says (5 ms: 6.3 ms at least, 20 ms: 21.6 ms; 2026-12-07).
+    pub fn measure_rtt(&self, base: &str) -> Duration {
+        let (name, _) = self.yardstick();
+        let target = self.target(base.to_string());
+        let path = target.path(&name);
+        let mut c = plain::Conn::open(plain::addr_of(base), target.s3.as_ref());
+        let mut body = Vec::new();
+        c.get(&path, "0-0", &mut body);
+        (0..RTT_PROBES)
+            .map(|_| {
+                let t = Instant::now();
+                c.get(&path, "0-0", &mut body);
+                t.elapsed()
+            })
+            .min()
+            .unwrap_or_default()
+    }
+
+    /// Bytes per second a plain client with 16 connections gets from the largest object on
+    /// `base` (256 MiB in 8 MiB ranges, best of two).
+    pub fn measure_bandwidth(&self, base: &str) -> f64 {
+        let (name, size) = self.yardstick();
         let chunk = 8 * MIB;
         let ranges: Vec<(u64, u64)> = (0..32)
             .map(|i| ((i * chunk) % (size / chunk).max(1) * chunk, chunk.min(size)))
