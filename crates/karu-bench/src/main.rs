@@ -411,31 +411,30 @@ fn main() {
             // profile's cells, since the share of the 2 cores the path gets moves during a run
             // (through the proxy on the test kit server 1.03 and 1.58 GB/s at the starts of two
             // runs, and 0.98 between them).
-            let (bw, bandwidth) = match profile.cap {
-                Some(cap) => (cap as f64, None),
-                None => {
-                    let bw = if proxy.is_some() {
+            let bandwidth = match profile.cap {
+                Some(cap) => report::Bandwidth::Cap(cap),
+                None => report::Bandwidth::Measured {
+                    rate: if proxy.is_some() {
                         let through = LatencyProxy::start(server.addr(), ProxyOptions::default());
                         server.measure_bandwidth(&format!("http://{}", through.addr()))
                     } else {
                         server.measure_bandwidth(&direct)
-                    };
-                    (bw, Some((bw, proxy.is_some())))
-                }
+                    },
+                    proxied: proxy.is_some(),
+                },
             };
-            let rtt = server.measure_rtt(&base);
+            let link = report::Link {
+                profile,
+                rtt: server.measure_rtt(&base),
+                bandwidth,
+            };
             say!(
                 "{} {}: the bounds' round trip {:.2} ms, bandwidth {:.2} GB/s",
                 server.name(),
                 profile.label(),
-                rtt.as_secs_f64() * 1e3,
-                bw / 1e9
+                link.rtt.as_secs_f64() * 1e3,
+                bandwidth.rate() / 1e9
             );
-            let link = report::Link {
-                profile,
-                rtt,
-                bandwidth,
-            };
             measured.push(link);
             for w in mine {
                 let t = server.target(base.clone());
@@ -444,7 +443,6 @@ fn main() {
                     proxy: proxy.as_ref(),
                     target: &t,
                     link,
-                    bw,
                 };
                 rows.extend(run_matrix(&at, w, &opts, scale));
             }
@@ -604,13 +602,12 @@ pub fn bound(
 }
 
 /// Where a workload runs: server, the proxy in front of it (if any), the readers' target,
-/// the network profile with what its bounds assume of the path, and the bounds' bandwidth.
+/// and the network profile with what its bounds assume of the path.
 struct Place<'a> {
     server: &'a Server,
     proxy: Option<&'a LatencyProxy>,
     target: &'a Target,
     link: report::Link,
-    bw: f64,
 }
 
 /// The command that re-runs a run given `args`: the same arguments but `--out`, which only
@@ -647,9 +644,11 @@ fn run_matrix(at: &Place<'_>, w: &Workload, opts: &Opts, scale: Scale) -> Vec<Ro
         proxy,
         target: t,
         link,
-        bw,
     } = *at;
     let profile = link.profile;
+    // The first connection's handshake: the proxy sleeps the profile's round trip (never
+    // less) before it connects.
+    let path = (link.rtt, Duration::from_millis(profile.rtt_ms));
     let readers = Reader::for_kind(w.kind);
     let mut rows: Vec<Row> = readers
         .iter()
@@ -729,8 +728,7 @@ fn run_matrix(at: &Place<'_>, w: &Workload, opts: &Opts, scale: Scale) -> Vec<Ro
             };
             (median(&row.requests), median(&row.bytes), conc)
         });
-        let handshake = Duration::from_millis(profile.rtt_ms);
-        row.bound = bound(transfers, fetched, conc, (link.rtt, handshake), bw);
+        row.bound = bound(transfers, fetched, conc, path, link.bandwidth.rate());
     }
     rows
 }

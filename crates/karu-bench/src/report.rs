@@ -34,9 +34,26 @@ pub struct Link {
     pub profile: Profile,
     /// The smallest round trip of a small request (through the profile's proxy, if any).
     pub rtt: Duration,
-    /// An uncapped profile's bandwidth in bytes per second (a capped one's is its cap), and
-    /// whether it was measured through the proxy (without delay) rather than directly.
-    pub bandwidth: Option<(f64, bool)>,
+    pub bandwidth: Bandwidth,
+}
+
+/// The bandwidth of a profile's bounds.
+#[derive(Clone, Copy)]
+pub enum Bandwidth {
+    /// The profile's cap, in bytes per second.
+    Cap(u64),
+    /// Uncapped: bytes per second measured through the proxy (without delay) or directly.
+    Measured { rate: f64, proxied: bool },
+}
+
+impl Bandwidth {
+    /// Bytes per second.
+    pub fn rate(self) -> f64 {
+        match self {
+            Bandwidth::Cap(cap) => cap as f64,
+            Bandwidth::Measured { rate, .. } => rate,
+        }
+    }
 }
 
 pub fn machine() -> String {
@@ -134,10 +151,13 @@ pub fn markdown(i: &Input<'_>) -> String {
         let each: Vec<String> = measured
             .iter()
             .map(|l| {
-                let bw = l.bandwidth.map_or(String::new(), |(rate, proxied)| {
-                    let path = if proxied { "" } else { " direct" };
-                    format!(", {:.2} GB/s{path}", rate / 1e9)
-                });
+                let bw = match l.bandwidth {
+                    Bandwidth::Cap(_) => String::new(),
+                    Bandwidth::Measured { rate, proxied } => {
+                        let path = if proxied { "" } else { " direct" };
+                        format!(", {:.2} GB/s{path}", rate / 1e9)
+                    }
+                };
                 let rtt = l.rtt.as_secs_f64() * 1e3;
                 format!("{}: {rtt:.2} ms{bw}", l.profile.label())
             })

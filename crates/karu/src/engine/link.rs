@@ -19,39 +19,37 @@
 //!   would make one transfer look many times slower than the link and the planner would cut
 //!   every large read. Until a lone body is measured, one connection is assumed to carry the
 //!   whole link (the total rate); once both are measured, one connection carries at most the
-//!   link's total: a lone body that came in one burst (a shaper's bucket after an idle
-//!   moment) reads faster than the link (1.95 GB/s through the test kit proxy capped at 125
-//!   MB/s, 2026-12-07), and lifting the total to it made a re-plan merge as if bytes were
-//!   free. Until both are measured no plan splits on a guessed ratio of the two: the model
-//!   caps a transfer at
-//!   [`COLD_TRANSFER`](crate::plan::cost::COLD_TRANSFER), cut into pieces that the engine's
+//!   link's total: a lone body that came in one burst (a shaper's bucket after an idle moment)
+//!   reads faster than the link (1.95 GB/s through the test kit proxy capped at 125 MB/s,
+//!   2026-12-07), and lifting the total to it made a re-plan merge as if bytes were free. Until
+//!   both are measured no plan splits on a guessed ratio of the two: the model caps a transfer
+//!   at [`COLD_TRANSFER`](crate::plan::cost::COLD_TRANSFER), cut into pieces that the engine's
 //!   gate runs side by side only where more streams are measured to carry more.
-//! - **Total rate**: bytes of every body ÷ the time at least one body of the endpoint was
-//!   owed (from one round trip, the estimate, after its request was handed over, to its last
-//!   byte), over windows of at least [`TOTAL_WINDOW`] and [`TOTAL_BYTES`] in which two or
-//!   more bodies overlapped; the largest of the last few windows (the link's capacity is what
-//!   it carried at best). Owed, not arriving: a small body comes in one burst, and a link it
-//!   fills shows its cap as the wait before each burst, not in it. Timed from their first
-//!   bytes, workload R's 4 KiB bodies through the test kit proxy capped at 125 MB/s (16
-//!   cold batches, RTT 0, 2026-12-07) read 215–726 MB/s at the re-plans and 260–370 after a
-//!   batch, and the re-plans merged gaps the cap paid for: 6 batches took 0.77–1.46 s
-//!   (5,107–6,850 transfers), the rest 0.51–0.58. Timed as owed (and the connection bound
-//!   above), 92–122 MB/s at the re-plans and 89–125 after, and all 16 took 0.50–0.55 s
-//!   (8,936–9,301 transfers); the warm batches after them 0.44–0.50 s. The window closes at a
-//!   body's end, whose bytes have come, not at a start, whose wait it holds. The round trip
-//!   keeps a long link's waits out: there a body is owed from about when it starts. Until a
-//!   window has closed, the open one stands in once it holds [`TOTAL_BYTES`] over at least
-//!   [`OPEN_WINDOW`] with bodies overlapping: a cold client's first wave re-plans the rest
-//!   when its first round ends, often before 50 ms of bodies, and the prior's 10 Gbit/s
-//!   would then make every gap look free on a slow link. With no
-//!   window at all the prior stands, even once a lone body is measured: one body alone is no
-//!   sample of many together. Taken as the link, a lone body made workload R's re-plans
-//!   price bytes wrongly both ways (2026-12-06): on the test kit server at RTT 0 it read 2.8–3.1
-//!   GB/s where the batch sustains about 1.6, and every 1 MiB gap was merged (2,430
-//!   transfers, 400 ms against gap 0's 260–345); on s3s-fs it read 136–183 MB/s where bodies
-//!   together carry 370, and 5,248–8,605 transfers went out where merging more was faster
-//!   (at 20 ms 2,074–2,320 ms against the guards' 1,674–1,757; at RTT 0 1,235 ms, against 980
-//!   for a re-plan on the prior).
+//! - **Total rate**: bytes of every body ÷ the time at least one body of the endpoint was owed
+//!   (from one round trip, the estimate, after its request was handed over, to its last byte),
+//!   over windows of at least [`TOTAL_WINDOW`] and [`TOTAL_BYTES`] in which two or more bodies
+//!   overlapped; the largest of the last few windows (the link's capacity is what it carried at
+//!   best). Owed, not arriving: a small body comes in one burst, and a link it fills shows its
+//!   cap as the wait before each burst, not in it. Timed from their first bytes, workload R's 4
+//!   KiB bodies through the test kit proxy capped at 125 MB/s (16 cold batches, RTT 0,
+//!   2026-12-07) read 215–726 MB/s at the re-plans and 260–370 after a batch, and the re-plans
+//!   merged gaps the cap paid for: 6 batches took 0.77–1.46 s (5,107–6,850 transfers), the rest
+//!   0.51–0.58. Timed as owed (and the connection bound above), 92–122 MB/s at the re-plans and
+//!   89–125 after, and all 16 took 0.50–0.55 s (8,936–9,301 transfers); the warm batches after
+//!   them 0.44–0.50 s. The window closes at a body's end, whose bytes have come, not at a
+//!   start, whose wait it holds. The round trip keeps a long link's waits out: there a body is
+//!   owed from about when it starts. Until a window has closed, the open one stands in once it
+//!   holds [`TOTAL_BYTES`] over at least [`OPEN_WINDOW`] with bodies overlapping: a cold
+//!   client's first wave re-plans the rest when its first round ends, often before 50 ms of
+//!   bodies, and the prior's 10 Gbit/s would then make every gap look free on a slow link. With
+//!   no window at all the prior stands, even once a lone body is measured: one body alone is no
+//!   sample of many together. Taken as the link, a lone body made workload R's re-plans price
+//!   bytes wrongly both ways (2026-12-06): on the test kit server at RTT 0 it read 2.8–3.1 GB/s
+//!   where the batch sustains about 1.6, and every 1 MiB gap was merged (2,430 transfers, 400
+//!   ms against gap 0's 260–345); on s3s-fs it read 136–183 MB/s where bodies together carry
+//!   370, and 5,248–8,605 transfers went out where merging more was faster (at 20 ms
+//!   2,074–2,320 ms against the guards' 1,674–1,757; at RTT 0 1,235 ms, against 980 for a
+//!   re-plan on the prior).
 //!
 //! Retried exchanges and throttled answers (429, 503) give no sample. Until an estimate has a
 //! sample it is the documented prior ([`CostModel::priors`](crate::plan::CostModel::priors)).

@@ -6,18 +6,17 @@
 //! transfers idle for a round trip, which cost workload S 8–12 % under a 1 Gbit/s cap; the
 //! link's open window stands in for the total rate (see `engine::link`).
 //!
-//! But the re-plan waits past the first round until the total rate is measured, or the wave
-//! has ended: without it the re-plan prices bytes at the prior's 10 Gbit/s. A round of small
-//! bodies may measure none (on a link they do not fill, each is owed for little more than
-//! the one read it arrives in, so no window fills), and the first transfers of a wave to
-//! end are its small ones. In a test kit harness (server,
-//! proxy and client in one process, workload R's reads, a cold client per batch, 2026-12-06),
-//! 5 of 10 batches at RTT 0 under 1 Gbit/s were re-planned on the prior and took 587–1,035 ms
-//! (66–126 MB fetched) against 448–491 ms (49 MB), and 3 of 4 at 20 ms under 1 Gbit/s took
-//! 3.89 s (479 MB) against 2.39 s; waiting, 0 of 10 and 0 of 4 were, at 441–479 ms and
-//! 2.38–2.40 s. Where no window fills before the wave ends, the wait cost little: at RTT 0
-//! uncapped medians of 335 against 325 ms (10 batches each, 258–421 ms), at 20 ms the same
-//! 2,465 transfers in 979–989 against 974–998 ms (4 each).
+//! But the re-plan waits past the first round until the total rate is measured, or the wave has
+//! ended: without it the re-plan prices bytes at the prior's 10 Gbit/s. A round of small bodies
+//! may measure none (on a link they do not fill, each is owed for little more than the one read
+//! it arrives in, so no window fills), and the first transfers of a wave to end are its small
+//! ones. In a test kit harness (server, proxy and client in one process, workload R's reads, a
+//! cold client per batch, 2026-12-06), 5 of 10 batches at RTT 0 under 1 Gbit/s were re-planned
+//! on the prior and took 587–1,035 ms (66–126 MB fetched) against 448–491 ms (49 MB), and 3 of
+//! 4 at 20 ms under 1 Gbit/s took 3.89 s (479 MB) against 2.39 s; waiting, 0 of 10 and 0 of 4
+//! were, at 441–479 ms and 2.38–2.40 s. Where no window fills before the wave ends, the wait
+//! cost little: at RTT 0 uncapped medians of 335 against 325 ms (10 batches each, 258–421 ms),
+//! at 20 ms the same 2,465 transfers in 979–989 against 974–998 ms (4 each).
 //!
 //! The priors' merges are a guess (a 20 ms round trip at 10 Gbit/s), so the wave fetches at
 //! most [`COLD_WASTE`] bytes that no read asked for: on a short round trip under a slow link,
