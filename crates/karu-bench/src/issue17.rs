@@ -314,9 +314,9 @@ mod tests {
     fn h_with_guards_is_held_to_get_ranges_at_every_rtt_uncapped_only() {
         use Reader::*;
         let mut capped = row("testkit", 'H', 20, KaruGuards, 500, 0.1, 10);
-        capped.profile.cap = Some(crate::GBIT);
+        capped.profile.cap = Some(crate::Cap::Total(crate::GBIT));
         let mut capped_os = row("testkit", 'H', 20, OsRanges, 100, 0.1, 10);
-        capped_os.profile.cap = Some(crate::GBIT);
+        capped_os.profile.cap = Some(crate::Cap::Total(crate::GBIT));
         let rows = [
             row("testkit", 'H', 0, KaruGuards, 105, 0.1, 10),
             row("testkit", 'H', 0, OsRanges, 100, 0.1, 10),

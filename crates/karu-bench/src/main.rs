@@ -47,19 +47,51 @@ use workload::{Kind, MIB, Scale, Workload, workload};
 
 /// 1 Gbit/s in bytes per second.
 pub const GBIT: u64 = 125_000_000;
+/// One connection's rate on a per-connection profile: 100 MB/s, about what one connection to
+/// S3 carries however fast the link.
+pub const CONNECTION_RATE: u64 = 100_000_000;
 
-/// A network profile: round-trip time added by the proxy, and an optional total cap.
-#[derive(Clone, Copy, PartialEq)]
+/// A network profile: round-trip time added by the proxy, and an optional cap.
+#[derive(Clone, Copy, PartialEq, Debug)]
 pub struct Profile {
     pub rtt_ms: u64,
-    pub cap: Option<u64>,
+    pub cap: Option<Cap>,
+}
+
+/// What a profile's proxy caps, in bytes per second.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Cap {
+    /// All connections together ([`GBIT`]): a slow link.
+    Total(u64),
+    /// Each connection on its own ([`CONNECTION_RATE`]), the link uncapped: a store that
+    /// serves each stream slowly, where more streams carry more.
+    PerConnection(u64),
 }
 
 impl Profile {
     pub fn label(&self) -> String {
         match self.cap {
-            Some(_) => format!("{} ms, 1 Gbit/s", self.rtt_ms),
+            Some(Cap::Total(_)) => format!("{} ms, 1 Gbit/s", self.rtt_ms),
+            Some(Cap::PerConnection(rate)) => {
+                format!("{} ms, {} MB/s a connection", self.rtt_ms, rate / 1_000_000)
+            }
             None => format!("{} ms, uncapped", self.rtt_ms),
+        }
+    }
+
+    /// The cap of all connections together, if any.
+    pub fn total_cap(&self) -> Option<u64> {
+        match self.cap {
+            Some(Cap::Total(rate)) => Some(rate),
+            _ => None,
+        }
+    }
+
+    /// The cap of each connection, if any.
+    pub fn connection_cap(&self) -> Option<u64> {
+        match self.cap {
+            Some(Cap::PerConnection(rate)) => Some(rate),
+            _ => None,
         }
     }
 }
@@ -156,9 +188,9 @@ struct Cli {
     /// Servers to run on, comma-separated [default: all].
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_enum)]
     servers: Vec<ServerId>,
-    /// Network profiles, comma-separated: a round-trip time in ms, uncapped (`20`) or capped at
-    /// 1 Gbit/s (`20/1g`) [default: 0, 5, 20 and 50 ms, each uncapped and capped; 0 and 20/1g
-    /// with --quick].
+    /// Network profiles, comma-separated: a round-trip time in ms, uncapped (`20`), capped at
+    /// 1 Gbit/s (`20/1g`) or at 100 MB/s per connection (`20/conn`, not in the default matrix)
+    /// [default: 0, 5, 20 and 50 ms, each uncapped and at 1 Gbit/s; 0 and 20/1g with --quick].
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = profile)]
     profiles: Vec<Profile>,
     /// Run the fault soak instead: batched reads from the test kit server's chaos route, 5 % of
@@ -220,12 +252,13 @@ fn workload_ids(v: &str) -> Result<WorkloadIds, String> {
 fn profile(v: &str) -> Result<Profile, String> {
     let (rtt, cap) = match v.split_once('/') {
         None => (v, None),
-        Some((rtt, "1g")) => (rtt, Some(GBIT)),
-        Some(_) => return Err(format!("{v:?}: the only cap is `/1g`")),
+        Some((rtt, "1g")) => (rtt, Some(Cap::Total(GBIT))),
+        Some((rtt, "conn")) => (rtt, Some(Cap::PerConnection(CONNECTION_RATE))),
+        Some(_) => return Err(format!("{v:?}: the caps are `/1g` and `/conn`")),
     };
     let rtt_ms = rtt
         .parse()
-        .map_err(|_| format!("{v:?}: a round-trip time in ms, e.g. 20 or 20/1g"))?;
+        .map_err(|_| format!("{v:?}: a round-trip time in ms, e.g. 20, 20/1g or 20/conn"))?;
     Ok(Profile { rtt_ms, cap })
 }
 
@@ -326,13 +359,13 @@ fn main() {
             },
             Profile {
                 rtt_ms: 20,
-                cap: Some(GBIT),
+                cap: Some(Cap::Total(GBIT)),
             },
         ],
         None => [0, 5, 20, 50]
             .into_iter()
             .flat_map(|rtt_ms| {
-                [None, Some(GBIT)]
+                [None, Some(Cap::Total(GBIT))]
                     .into_iter()
                     .map(move |cap| Profile { rtt_ms, cap })
             })
@@ -398,8 +431,8 @@ fn main() {
                         server.addr(),
                         ProxyOptions {
                             delay: Duration::from_micros(profile.rtt_ms * 500),
-                            rate_total: profile.cap,
-                            ..ProxyOptions::default()
+                            rate_total: profile.total_cap(),
+                            rate_per_connection: profile.connection_cap(),
                         },
                     )
                 });
@@ -411,7 +444,7 @@ fn main() {
             // profile's cells, since the share of the 2 cores the path gets moves during a run
             // (through the proxy on the test kit server 1.03 and 1.58 GB/s at the starts of two
             // runs, and 0.98 between them).
-            let bandwidth = match profile.cap {
+            let bandwidth = match profile.total_cap() {
                 Some(cap) => report::Bandwidth::Cap(cap),
                 None => report::Bandwidth::Measured {
                     rate: if proxy.is_some() {
@@ -488,29 +521,58 @@ fn main() {
     cleanup::finish();
 }
 
-/// Transfers, fetched bytes and concurrency of a reader's plan for `w` (None: not plannable
-/// without running it, as for E, where the bound uses the server's counts).
-fn planned(reader: Reader, w: &Workload, t: &Target) -> Option<(u64, u64, u64)> {
+/// What a plan sends: its transfers, the bytes they fetch, the longest one's bytes, and how
+/// many run at once.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Shape {
+    pub transfers: u64,
+    pub fetched: u64,
+    pub longest: u64,
+    pub concurrency: u64,
+}
+
+impl Shape {
+    /// `transfers` of `length` bytes each, `concurrency` at a time.
+    fn even(transfers: u64, length: u64, concurrency: u64) -> Shape {
+        Shape {
+            transfers,
+            fetched: transfers * length,
+            longest: length,
+            concurrency,
+        }
+    }
+}
+
+/// The shape of a reader's plan for `w` (None: not plannable without running it, as for E,
+/// where the bound uses the server's counts).
+fn planned(reader: Reader, w: &Workload, t: &Target) -> Option<Shape> {
     let requested = w.requested();
     match w.kind {
         Kind::Ends(..) | Kind::Parquet(_) => return None,
         Kind::Download => {
             let chunks = requested.div_ceil(DOWNLOAD_CHUNK);
+            let longest = DOWNLOAD_CHUNK.min(requested);
+            let chunked = |transfers| Shape {
+                transfers,
+                fetched: requested,
+                longest,
+                concurrency: DOWNLOAD_PARALLELISM,
+            };
             return Some(match reader {
                 // A probe of min(chunk, 1 MiB) learns size and ETag, then chunks follow it.
                 Reader::KaruDefault => {
                     let probe = DOWNLOAD_CHUNK.min(MIB).min(requested);
-                    let chunks = (requested - probe).div_ceil(DOWNLOAD_CHUNK);
-                    (1 + chunks, requested, DOWNLOAD_PARALLELISM)
+                    chunked(1 + (requested - probe).div_ceil(DOWNLOAD_CHUNK))
                 }
                 // A HEAD for the size, then the chunks.
-                Reader::OsChunks => (1 + chunks, requested, DOWNLOAD_PARALLELISM),
-                _ => (1, requested, 1),
+                Reader::OsChunks => chunked(1 + chunks),
+                _ => Shape::even(1, requested, 1),
             });
         }
         Kind::Reads => {}
     }
     let n = w.reads.len() as u64;
+    let longest_read = w.reads.iter().map(|r| r.2).max().unwrap_or(0);
     Some(match reader {
         // karu's own plan is the guards plan (a cost plan depends on what the run measures).
         Reader::KaruDefault | Reader::KaruGap0 | Reader::KaruGuards => {
@@ -529,17 +591,22 @@ fn planned(reader: Reader, w: &Workload, t: &Target) -> Option<(u64, u64, u64)> 
                 })
                 .collect();
             let p = plan(&requests, &client.policy());
-            (
-                p.transfers.len() as u64,
-                p.fetched_bytes(),
-                u64::from(client.settings().concurrency()),
-            )
+            Shape {
+                transfers: p.transfers.len() as u64,
+                fetched: p.fetched_bytes(),
+                longest: p.transfers.iter().map(|t| t.length).max().unwrap_or(0),
+                concurrency: u64::from(client.settings().concurrency()),
+            }
         }
         Reader::OsRanges => {
             // object_store's `coalesce_ranges`: sort, merge while the gap is ≤ 1 MiB, fetch the
             // merged ranges 10 at a time.
-            let mut transfers = 0;
-            let mut fetched = 0;
+            let mut shape = Shape::even(0, 0, 10);
+            let mut add = |(start, end): (u64, u64)| {
+                shape.transfers += 1;
+                shape.fetched += end - start;
+                shape.longest = shape.longest.max(end - start);
+            };
             for o in 0..w.objects.len() {
                 let mut r: Vec<(u64, u64)> = w
                     .reads
@@ -553,23 +620,27 @@ fn planned(reader: Reader, w: &Workload, t: &Target) -> Option<(u64, u64, u64)> 
                     match cur {
                         Some((cs, ce)) if s <= ce + MIB => cur = Some((cs, ce.max(e))),
                         _ => {
-                            if let Some((cs, ce)) = cur {
-                                transfers += 1;
-                                fetched += ce - cs;
-                            }
+                            cur.map(&mut add);
                             cur = Some((s, e));
                         }
                     }
                 }
-                if let Some((cs, ce)) = cur {
-                    transfers += 1;
-                    fetched += ce - cs;
-                }
+                cur.map(&mut add);
             }
-            (transfers, fetched, 10)
+            shape
         }
-        Reader::OsRange => (n, requested, KARU_CONCURRENCY as u64),
-        Reader::Naive | Reader::Curl | Reader::OsGet | Reader::OsChunks => (n, requested, 1),
+        Reader::OsRange => Shape {
+            transfers: n,
+            fetched: requested,
+            longest: longest_read,
+            concurrency: KARU_CONCURRENCY as u64,
+        },
+        Reader::Naive | Reader::Curl | Reader::OsGet | Reader::OsChunks => Shape {
+            transfers: n,
+            fetched: requested,
+            longest: longest_read,
+            concurrency: 1,
+        },
         // P's readers read only P, whose transfers their Parquet reader decides.
         Reader::PqOwn
         | Reader::PqKaruStore
@@ -580,25 +651,37 @@ fn planned(reader: Reader, w: &Workload, t: &Target) -> Option<(u64, u64, u64)> 
     })
 }
 
-/// The lower bound of a plan of `transfers` sending `fetched` bytes, `concurrency` at a time,
-/// on a path whose requests take `rtt` (measured) and whose new connections `handshake` first
-/// (every run is a fresh client, and a new connection answers nothing before its handshake,
-/// through the proxy as over TCP): a round trip per wave, the first connection's handshake,
-/// and the bytes at the bandwidth `bw`.
+/// The lower bound of a plan of `shape` on a path whose requests take `rtt` (measured) and
+/// whose new connections `handshake` first (every run is a fresh client, and a new connection
+/// answers nothing before its handshake, through the proxy as over TCP): a round trip per
+/// wave, the first connection's handshake, and the bytes at the bandwidth `bw`, or, where
+/// each connection carries at most `per_connection`, at what the plan's connections carry
+/// together, and no sooner than its longest transfer on one connection.
 pub fn bound(
-    transfers: u64,
-    fetched: u64,
-    concurrency: u64,
+    shape: Shape,
     (rtt, handshake): (Duration, Duration),
     bw: f64,
+    per_connection: Option<f64>,
 ) -> Duration {
+    let secs = |bytes: u64, rate: f64| Duration::from_secs_f64(bytes as f64 / rate);
+    let Shape {
+        transfers,
+        fetched,
+        longest,
+        concurrency,
+    } = shape;
+    let bytes = match per_connection {
+        Some(pc) => {
+            let streams = transfers.clamp(1, concurrency.max(1)) as f64;
+            secs(fetched, bw.min(streams * pc)).max(secs(longest, pc))
+        }
+        None => secs(fetched, bw),
+    };
     if transfers == 0 {
-        return Duration::from_secs_f64(fetched as f64 / bw);
+        return bytes;
     }
     let waves = transfers.div_ceil(concurrency.max(1));
-    rtt.saturating_mul(u32::try_from(waves).unwrap_or(u32::MAX))
-        + handshake
-        + Duration::from_secs_f64(fetched as f64 / bw)
+    rtt.saturating_mul(u32::try_from(waves).unwrap_or(u32::MAX)) + handshake + bytes
 }
 
 /// Where a workload runs: server, the proxy in front of it (if any), the readers' target,
@@ -718,7 +801,7 @@ fn run_matrix(at: &Place<'_>, w: &Workload, opts: &Opts, scale: Scale) -> Vec<Ro
         }
     }
     for row in &mut rows {
-        let (transfers, fetched, conc) = planned(row.reader, w, t).unwrap_or_else(|| {
+        let shape = planned(row.reader, w, t).unwrap_or_else(|| {
             // E: the bound of what the reader actually sent (karu's read_ends has no plan to
             // ask for), at the concurrency it ran with.
             let conc = if row.reader == Reader::Naive {
@@ -726,9 +809,17 @@ fn run_matrix(at: &Place<'_>, w: &Workload, opts: &Opts, scale: Scale) -> Vec<Ro
             } else {
                 KARU_CONCURRENCY as u64
             };
-            (median(&row.requests), median(&row.bytes), conc)
+            // What it sent, as if in equal transfers (the longest is at least their mean).
+            let (transfers, fetched) = (median(&row.requests), median(&row.bytes));
+            Shape {
+                transfers,
+                fetched,
+                longest: fetched / transfers.max(1),
+                concurrency: conc,
+            }
         });
-        row.bound = bound(transfers, fetched, conc, path, link.bandwidth.rate());
+        let per_connection = profile.connection_cap().map(|c| c as f64);
+        row.bound = bound(shape, path, link.bandwidth.rate(), per_connection);
     }
     rows
 }
@@ -802,18 +893,49 @@ mod tests {
     fn a_bound_counts_each_wave_and_the_first_handshake() {
         let ms = Duration::from_millis;
         let at = |n| (ms(n), ms(n));
+        let shape = |transfers, fetched, concurrency| Shape {
+            transfers,
+            fetched,
+            longest: fetched / u64::max(transfers, 1),
+            concurrency,
+        };
         // 130 transfers, 64 at a time: 3 waves and the handshake, at 20 ms.
-        assert_eq!(bound(130, 0, 64, at(20), 1e9), ms(80));
+        assert_eq!(bound(shape(130, 0, 64), at(20), 1e9, None), ms(80));
         // Waves take the measured round trip, the handshake the profile's.
-        assert_eq!(bound(130, 0, 64, (ms(22), ms(20)), 1e9), ms(86));
+        assert_eq!(
+            bound(shape(130, 0, 64), (ms(22), ms(20)), 1e9, None),
+            ms(86)
+        );
         // One transfer of 1 GB at 1 GB/s: its two round trips and its bytes.
-        assert_eq!(bound(1, 1_000_000_000, 64, at(50), 1e9), ms(1100));
+        let gb = shape(1, 1_000_000_000, 64);
+        assert_eq!(bound(gb, at(50), 1e9, None), ms(1100));
         // At RTT 0 only the bytes count; nothing sent costs nothing.
         assert_eq!(
-            bound(10, 500_000, 1, at(0), 1e9),
-            ms(0) + Duration::from_micros(500)
+            bound(shape(10, 500_000, 1), at(0), 1e9, None),
+            Duration::from_micros(500)
         );
-        assert_eq!(bound(0, 0, 64, at(20), 1e9), Duration::ZERO);
+        assert_eq!(bound(shape(0, 0, 64), at(20), 1e9, None), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_bound_under_a_connection_cap_counts_the_plans_streams() {
+        let ms = Duration::from_millis;
+        let at = (ms(20), ms(20));
+        let pc = Some(1e8);
+        // One transfer of 1 GB: 10 s on its one connection, however fast the link.
+        let one = Shape::even(1, 1_000_000_000, 64);
+        assert_eq!(bound(one, at, 1e9, pc), ms(10_040));
+        // 16 of 62.5 MB, 64 at a time: 16 streams carry 1.6 GB/s, the link 1 GB/s.
+        let sixteen = Shape::even(16, 62_500_000, 64);
+        assert_eq!(bound(sixteen, at, 1e9, pc), ms(1040));
+        // 4 at a time: 400 MB/s, and no sooner than the longest transfer's 625 ms.
+        let four = Shape::even(16, 62_500_000, 4);
+        assert_eq!(bound(four, (ms(0), ms(0)), 1e9, pc), ms(2500));
+        let uneven = Shape {
+            longest: 500_000_000,
+            ..sixteen
+        };
+        assert_eq!(bound(uneven, at, 1e9, pc), ms(5040));
     }
 
     #[test]
@@ -853,9 +975,17 @@ mod tests {
         assert!(
             p[1] == Profile {
                 rtt_ms: 20,
-                cap: Some(GBIT)
+                cap: Some(Cap::Total(GBIT))
             }
         );
+        let conn = parse(&["--profiles", "5/conn"])
+            .unwrap()
+            .opts()
+            .profiles
+            .unwrap();
+        assert_eq!(conn[0].connection_cap(), Some(CONNECTION_RATE));
+        assert_eq!(conn[0].total_cap(), None);
+        assert_eq!(conn[0].label(), "5 ms, 100 MB/s a connection");
         let o = parse(&[]).unwrap().opts();
         assert!(!o.quick && o.reps == 5 && o.profiles.is_none() && o.servers.len() == 3);
         assert_eq!(o.workloads, workload::IDS);
