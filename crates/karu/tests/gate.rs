@@ -45,3 +45,33 @@ fn pieces_of_a_large_read_run_side_by_side_where_each_stream_is_slow() {
     let connections = proxy.connections();
     assert!(connections >= 4, "{connections} connections");
 }
+
+#[test]
+fn on_a_long_link_whose_every_stream_is_slow_tails_add_streams() {
+    let server = RangeServer::start();
+    // A 10 ms round trip and 100 MB/s per connection, no total cap: the gate opens (no first
+    // byte within 2 ms), so it does not probe, and the streams' measured total is only their
+    // sum; cutting tails is how more streams are tried.
+    let proxy = LatencyProxy::start(
+        server.addr(),
+        ProxyOptions {
+            delay: Duration::from_millis(5),
+            rate_per_connection: Some(100_000_000),
+            rate_total: None,
+        },
+    );
+    let size = 128u64 << 20;
+    let l = Locator::parse(&proxy.url(&format!("/ok/bulk?size={size}"))).unwrap();
+    let c = client(&[]);
+    let b = c.submit(vec![Read::new(&l, 0, size)]).unwrap();
+    for d in collect(&b) {
+        assert!(d.result.is_ok(), "{:?}", d.result);
+        content::check("bulk", 0, d.bytes()).unwrap();
+    }
+    // The 4 pieces run at 100 MB/s each (335 ms) while 60 places idle: the first to be
+    // measured gives its unread end to tails (a trial), and more follow where they carried
+    // more (`engine::gate`'s exploring, unit-tested there).
+    let stats = b.stats();
+    assert_eq!(stats.transfers - stats.tails_cut, 4, "{stats:?}");
+    assert!(stats.tails_cut >= 1, "{stats:?}");
+}

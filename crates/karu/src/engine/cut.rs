@@ -9,34 +9,45 @@
 //!
 //! With `d` the time a new request takes to bring its first byte (taken as this transfer's
 //! own: its request, and its connection's handshake if it opened one), `s` the stream's rate
-//! and `r` the bytes it has left, the transfer alone ends in `r / s`. Cut where both end
-//! together, it carries `(r + d·s) / 2` more bytes and the tail the rest after `d`: both end
-//! in `(r / s + d) / 2`. HTTP/1.1 cannot shorten an answer under way, so the cut transfer
-//! closes its connection at the cut, and what the server had sent past it by then (about
-//! `d·s`, a round trip's worth and the buffers) is fetched for nothing: the cut must save
-//! that time, `d`, besides [`MIN_GAIN`], and leave a tail of at least [`MIN_TAIL`].
+//! and `r` the bytes it has left, the transfer alone ends in `r / s`. Cut into itself and `n`
+//! tails that all end together, it ends in `t = (r / s + n·d) / (n + 1)`, carrying `s·t` more
+//! bytes, and each tail `s·(t − d)` from `d` on (one tail: `(r / s + d) / 2`). HTTP/1.1
+//! cannot shorten an answer under way, so the cut transfer closes its connection at the cut,
+//! and what the server had sent past it by then (about `d·s`, a round trip's worth and the
+//! buffers) is fetched for nothing: the cut must save that time, `d`, besides [`MIN_GAIN`],
+//! and leave each tail at least [`MIN_TAIL`]. It makes as many tails (at most [`MAX_TAILS`])
+//! as pay and find room.
 //!
 //! A cut takes only room nothing else wants: no transfer is queued, the client has a free
-//! place, and the endpoint's gate admits one more bulk transfer. Where the round trip is
-//! short the gate's probing has measured whether more streams carry more; where it is long
-//! the gate lets every transfer run, and the cut also needs the endpoint's streams together
-//! to carry less than the link's total rate (measured, or the prior) by [`HEADROOM`]: where
-//! streams already carry the link, another only shares it. A tail is a transfer like any
-//! other, so it may be cut again.
+//! place, and the endpoint's gate admits one more bulk transfer, for each tail. Where the
+//! round trip is short the gate's probing has measured whether more streams carry more.
+//! Where it is long the gate lets every transfer run and has measured nothing of it, and the
+//! streams running, counted at least at this stream's rate, must leave room under the link's
+//! total by [`HEADROOM`] (see [`headroom`]): where streams already carry the link, another
+//! only shares it. But that total, measured while those streams run, is only their sum, which
+//! would stop every cut where each stream is slow (S3 serves about 100 MB/s a connection), so
+//! the gate tries (`Gate::tails`): its first cut adds at most as many streams as run, under the
+//! prior's total; once the tails carry bytes, the streams together must carry more by the
+//! probing's gain for a doubling, or the measured total is the link's from then on. A tail is
+//! a transfer like any other, so it may be cut again.
 //!
-//! The rate is the stream's over its last one or two spans of `d` (at least [`MIN_WINDOW`]),
-//! and no cut is looked for in its first [`RAMP`] spans: a new connection carries little in
-//! its first round trips, and a rate from them would cut a stream that is only starting. A
-//! body that restarts from an earlier offset is not cut.
+//! The rate is the stream's over its last one or two spans (at least [`MIN_WINDOW`]), and no
+//! cut is looked for in its first [`RAMP`] spans: a new connection carries little in its first
+//! round trips, and a rate from them would cut a stream that is only starting. A span is `d`,
+//! or, where the gate is open, the answer's round trip (its first byte less its connection's
+//! handshake): `d` holds the handshake too, and spans twice a long link's round trip found the
+//! 32 MiB pieces of a cold plan mostly carried before a trial's tails were judged. A body that
+//! restarts from an earlier offset is not cut.
 //!
 //! Measured (2026-12-07): one 128 MiB read through the test kit's proxy capped at 100 MB/s
 //! per connection at RTT 0 (`tests/gate.rs`, 8 paired runs of the whole test): 0.62 s
-//! against 0.72 without cuts (0.86×, CPU equal), 4 pieces growing to 20–23 transfers. On the
-//! benchmark's servers the rule mostly keeps still: none at 5 and 20 ms on the test kit
-//! server and nginx (their streams together carry the link), a few on C at RTT 0 (s3s-fs
-//! and the test kit server), whose walls stayed within their spread. On a long link whose
-//! streams are each capped, the total measured from the streams running stands for the link
-//! and stops further cuts: there the cold plan's pieces set the streams.
+//! against 0.72 without cuts (0.86×, CPU equal), 4 pieces growing to 20–23 transfers. At 5
+//! and 20 ms round trips (3 runs each), where before no tail was cut (the measured total
+//! stood for the link), 244–394 and 350–388 ms against 447–462 (16 pieces of 8 MiB from the
+//! start: 223–301); workload C on the same links in `karu-bench` (`/conn` profiles), see
+//! BENCHMARKS.md. On the benchmark's other profiles the trial cuts a few tails on C at 5 ms and
+//! at 1 Gbit/s, whose walls stayed within their spread, and none at 20 and 50 ms (C's pieces
+//! end before a cut pays).
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -52,6 +63,8 @@ pub(crate) const MIN_WINDOW: Duration = Duration::from_millis(2);
 pub(crate) const RAMP: u32 = 3;
 /// How far below the link's total rate the endpoint's streams must run for one more to pay.
 pub(crate) const HEADROOM: f64 = 1.25;
+/// The most tails one cut makes (room and [`MIN_TAIL`] usually allow fewer).
+pub(crate) const MAX_TAILS: u32 = 16;
 /// How long a transfer that found no room waits before it looks again.
 const BACK_OFF: Duration = Duration::from_millis(2);
 
@@ -74,6 +87,8 @@ pub(crate) struct Cutter {
 struct Answer {
     sent: Instant,
     first: Instant,
+    /// The span its rate is measured over (see [`Cutter::look`]).
+    span: Duration,
     bytes: u64,
     /// The latest mark and the one before it.
     mark: Mark,
@@ -88,13 +103,64 @@ struct Mark {
     endpoint: u64,
 }
 
+/// What a cutter asks of its transfer's endpoint.
+pub(crate) trait Link {
+    /// The answer's round trip, where the stream's own first byte is not the span to measure
+    /// its rate over (see the module docs); asked once per answer.
+    fn rtt(&self) -> Option<Duration>;
+    /// How many tails the link has room for beside a stream of `rate` while the endpoint's
+    /// streams carry `together` (bytes per second); asked only when a cut would pay.
+    fn room(&self, rate: f64, together: f64) -> u32;
+}
+
+/// Where a stream is cut: it carries its bytes up to `at`, and the rest is shared by tails
+/// of their own (see [`Cut::bounds`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Cut {
+    /// The time a new request takes to bring its first byte.
+    d: Duration,
+    /// The span the stream's rate was measured over.
+    span: Duration,
+    /// The stream's rate, bytes per second.
+    pub(crate) rate: f64,
+    /// Object offset the stream has delivered up to.
+    pos: u64,
+    /// Object offset after the stream's last byte.
+    end: u64,
+    /// The most tails that pay.
+    pub(crate) tails: u32,
+    /// What the endpoint's bulk transfers carried together over the stream's last spans,
+    /// bytes per second.
+    pub(crate) together: f64,
+}
+
+impl Cut {
+    /// Where the stream and `n` tails (at most [`Cut::tails`]) all end together: the stream's
+    /// new end first, then each further tail's start, ascending. `None` when `n` is 0 or
+    /// more than pay.
+    pub(crate) fn bounds(&self, n: u32) -> Option<Vec<u64>> {
+        if n == 0 || n > self.tails {
+            return None;
+        }
+        let at = share(self.d, self.rate, self.pos, self.end, n)?;
+        let each = (self.end - at) / u64::from(n);
+        Some((0..u64::from(n)).map(|i| at + i * each).collect())
+    }
+
+    /// How long after the cut its tails' bytes count in what the endpoint's streams carry
+    /// together: their first byte, then the two spans a stream's rate is measured over.
+    pub(crate) fn settle(&self) -> Duration {
+        self.d + self.span * 2
+    }
+}
+
 impl Cutter {
     /// Body bytes `got` (object offsets) arrived at `now`, answering the request sent at
     /// `sent`; `endpoint_bytes` counts the bulk body bytes of every transfer to the endpoint
-    /// so far, and `total` gives the link's total rate in bytes per second (asked only when a
-    /// cut would pay). Returns the offset to cut the transfer at (its bytes run to `end`,
-    /// exclusive) when a cut now ends it sooner (see the module docs); the caller then finds
-    /// room for the tail, or calls [`Cutter::no_room`].
+    /// so far, and `link` answers for the endpoint. Returns where a cut now ends the transfer
+    /// (its bytes run to `end`, exclusive) sooner, with up to as many tails as pay and have
+    /// room (see the module docs); the caller then finds places for them, or calls
+    /// [`Cutter::no_room`].
     pub(crate) fn look(
         &mut self,
         got: Range<u64>,
@@ -102,8 +168,8 @@ impl Cutter {
         sent: Option<Instant>,
         now: Instant,
         endpoint_bytes: u64,
-        total: impl FnOnce() -> u64,
-    ) -> Option<u64> {
+        link: &impl Link,
+    ) -> Option<Cut> {
         if self.off || (self.pos > 0 && got.start < self.pos) {
             self.off = true;
             return None;
@@ -119,9 +185,11 @@ impl Cutter {
             Some(a) if a.sent == sent => a,
             _ => {
                 // A new answer (the first, or a resumed one): its stream starts now.
+                let d = now.saturating_duration_since(sent);
                 self.answer = Some(Answer {
                     sent,
                     first: now,
+                    span: link.rtt().map_or(d, |r| r.min(d)).max(MIN_WINDOW),
                     bytes: 0,
                     mark,
                     before: None,
@@ -131,7 +199,7 @@ impl Cutter {
         };
         a.bytes += got.end - got.start;
         let d = a.first.saturating_duration_since(a.sent);
-        let span = d.max(MIN_WINDOW);
+        let span = a.span;
         if now.saturating_duration_since(a.mark.at) >= span {
             a.before = Some(a.mark);
             a.mark = Mark {
@@ -146,15 +214,25 @@ impl Cutter {
         }
         let from = a.before?;
         let secs = now.saturating_duration_since(from.at).as_secs_f64();
-        let s = (a.bytes - from.bytes) as f64 / secs;
-        let at = point(d, s, self.pos, end)?;
+        let rate = (a.bytes - from.bytes) as f64 / secs;
+        // Whether one tail pays at all, before asking for room.
+        share(d, rate, self.pos, end, 1)?;
         let together = endpoint_bytes.saturating_sub(from.endpoint) as f64 / secs;
-        if together + s > total() as f64 / HEADROOM {
+        let most = most_tails(d, rate, self.pos, end).min(link.room(rate, together));
+        if most == 0 {
             // The link is busy: asked again a span later, not with every chunk.
             self.next = now.checked_add(span);
             return None;
         }
-        Some(at)
+        Some(Cut {
+            d,
+            span,
+            rate,
+            pos: self.pos,
+            end,
+            tails: most,
+            together,
+        })
     }
 
     /// The cut found no room: look again after a while.
@@ -163,24 +241,52 @@ impl Cutter {
     }
 }
 
+/// How many tails of a stream at `rate` (bytes per second) fit under a link of `ceiling`,
+/// while the endpoint's `running` bulk transfers carry `together` (each counted at least at
+/// `rate`: tails cut off a moment ago carry nothing yet): as many as keep them all within
+/// the ceiling ÷ [`HEADROOM`]. Where streams already carry the link, another only shares it.
+pub(crate) fn headroom(ceiling: f64, running: u32, rate: f64, together: f64) -> u32 {
+    let carried = together.max(f64::from(running) * rate);
+    let room = (ceiling / HEADROOM - carried) / rate;
+    // `as` saturates, and a NaN (no rate) is 0.
+    if room >= 1.0 { room as u32 } else { 0 }
+}
+
+/// The most tails a stream of `rate` bytes per second, delivered up to `pos` of bytes
+/// running to `end`, may be cut into when a new request brings its first byte after `d`:
+/// as many as leave each at least [`MIN_TAIL`], at most [`MAX_TAILS`] (0 when no cut pays).
+fn most_tails(d: Duration, rate: f64, pos: u64, end: u64) -> u32 {
+    (1..=MAX_TAILS)
+        .take_while(|&n| share(d, rate, pos, end, n).is_some())
+        .last()
+        .unwrap_or(0)
+}
+
 /// Where to cut a stream of `rate` bytes per second that has delivered up to `pos` of bytes
-/// running to `end`, when a new request brings its first byte after `d`: where both parts
-/// end together, if that saves `d` (the waste) and [`MIN_GAIN`] and leaves [`MIN_TAIL`].
-fn point(d: Duration, rate: f64, pos: u64, end: u64) -> Option<u64> {
-    if rate <= 0.0 || !rate.is_finite() || pos >= end {
+/// running to `end`, when a new request brings its first byte after `d`, for `n` tails to
+/// share the rest: where the stream and every tail end together, if that saves `d` (the
+/// waste) and [`MIN_GAIN`] and leaves each tail [`MIN_TAIL`].
+///
+/// Alone the stream ends after `r / s` (`r` the bytes left, `s` its rate); cut, it ends
+/// after `t` with `s·t` more bytes, and each tail, at the same rate from `d` on, carries
+/// `s·(t − d)`: `r = s·t + n·s·(t − d)`, so `t = (r / s + n·d) / (n + 1)`.
+fn share(d: Duration, rate: f64, pos: u64, end: u64, n: u32) -> Option<u64> {
+    if rate <= 0.0 || !rate.is_finite() || pos >= end || n == 0 {
         return None;
     }
     let left = (end - pos) as f64;
     let d = d.as_secs_f64();
-    let gain = (left / rate - d) / 2.0;
-    if gain < d + MIN_GAIN.as_secs_f64() {
+    let n = f64::from(n);
+    let alone = left / rate;
+    let together = (alone + n * d) / (n + 1.0);
+    if alone - together < d + MIN_GAIN.as_secs_f64() {
         return None;
     }
     // `as` saturates; the point lies strictly between `pos` and `end` since the gain is
     // positive.
-    let carried = ((left + d * rate) / 2.0) as u64;
+    let carried = (rate * together) as u64;
     let at = pos.saturating_add(carried).min(end);
-    (end - at >= MIN_TAIL).then_some(at)
+    ((end - at) / n as u64 >= MIN_TAIL).then_some(at)
 }
 
 #[cfg(test)]
@@ -193,40 +299,94 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    /// An endpoint with room for `room` tails, which records what it was asked.
+    struct Room {
+        room: u32,
+        asked: std::cell::RefCell<Vec<(f64, f64)>>,
+    }
+
+    impl Room {
+        fn new(room: u32) -> Room {
+            Room {
+                room,
+                asked: Default::default(),
+            }
+        }
+    }
+
+    impl Link for Room {
+        fn rtt(&self) -> Option<Duration> {
+            None
+        }
+
+        fn room(&self, rate: f64, together: f64) -> u32 {
+            self.asked.borrow_mut().push((rate, together));
+            self.room
+        }
+    }
+
     /// `Cutter::look` for bytes `[at, at + n)` at `t0 + now` ms of a request sent at `t0`,
-    /// on a link of 1.25 GB/s in all.
-    fn look(c: &mut Cutter, t0: Instant, at: u64, n: u64, now: u64, endpoint: u64) -> Option<u64> {
+    /// with room for any number of tails.
+    fn look(c: &mut Cutter, t0: Instant, at: u64, n: u64, now: u64, endpoint: u64) -> Option<Cut> {
         c.look(
             at..at + n,
             64 << 20,
             Some(t0),
             t0 + ms(now),
             endpoint,
-            || 1_250_000_000,
+            &Room::new(u32::MAX),
         )
     }
 
     #[test]
-    fn a_slow_stream_is_cut_where_both_parts_end_together() {
+    fn a_slow_stream_is_cut_where_it_and_its_tails_end_together() {
         // 40 MB left at 100 MB/s (400 ms), a new request's first byte after 20 ms: the
         // original carries (40 + 2) / 2 = 21 MB, the tail 19 MB after 20 ms: both 210 ms.
-        let at = point(ms(20), 100.0 * MB, 10_000_000, 50_000_000).unwrap();
-        assert_eq!(at, 31_000_000);
+        assert_eq!(
+            share(ms(20), 100.0 * MB, 10_000_000, 50_000_000, 1),
+            Some(31_000_000)
+        );
+        // With 3 tails: (400 + 3 × 20) / 4 = 115 ms, 11.5 MB carried, 9.5 MB a tail after
+        // 20 ms.
+        assert_eq!(
+            share(ms(20), 100.0 * MB, 10_000_000, 50_000_000, 3),
+            Some(21_500_000)
+        );
+        let cut = Cut {
+            d: ms(20),
+            span: ms(20),
+            rate: 100.0 * MB,
+            pos: 10_000_000,
+            end: 50_000_000,
+            tails: 3,
+            together: 0.0,
+        };
+        assert_eq!(
+            cut.bounds(3),
+            Some(vec![21_500_000, 31_000_000, 40_500_000])
+        );
+        assert_eq!(cut.bounds(1), Some(vec![31_000_000]));
+        assert_eq!((cut.bounds(0), cut.bounds(4)), (None, None));
+        // Tails of at least `MIN_TAIL`: 40 MB allows up to 16 (the most), 7 MB two.
+        assert_eq!(most_tails(ms(20), 100.0 * MB, 0, 40_000_000), MAX_TAILS);
+        assert_eq!(most_tails(ms(1), 100.0 * MB, 0, 7_000_000), 2);
     }
 
     #[test]
     fn no_cut_where_the_tail_would_not_pay_for_its_waste_or_is_short() {
+        let one = |d, rate, pos, end| share(d, rate, pos, end, 1);
         // 3 MB left at 100 MB/s (30 ms) against a 40 ms first byte: the tail ends later.
-        assert_eq!(point(ms(40), 100.0 * MB, 0, 3_000_000), None);
+        assert_eq!(one(ms(40), 100.0 * MB, 0, 3_000_000), None);
         // 7 MB left (70 ms) against 25 ms: saves 22.5 ms, not the 25 wasted and 2 more.
-        assert_eq!(point(ms(25), 100.0 * MB, 0, 7_000_000), None);
-        assert!(point(ms(25), 100.0 * MB, 0, 8_500_000).is_some());
+        assert_eq!(one(ms(25), 100.0 * MB, 0, 7_000_000), None);
+        assert!(one(ms(25), 100.0 * MB, 0, 8_500_000).is_some());
+        assert_eq!(most_tails(ms(25), 100.0 * MB, 0, 7_000_000), 0);
         // Saves 2.5 ms, but the tail is 0.25 MB.
-        assert_eq!(point(ms(0), 100.0 * MB, 0, 500_000), None);
+        assert_eq!(one(ms(0), 100.0 * MB, 0, 500_000), None);
         // Nothing left, or no rate.
-        assert_eq!(point(ms(1), 100.0 * MB, 5, 5), None);
-        assert_eq!(point(ms(1), 0.0, 0, 50_000_000), None);
-        assert_eq!(point(ms(1), f64::NAN, 0, 50_000_000), None);
+        assert_eq!(one(ms(1), 100.0 * MB, 5, 5), None);
+        assert_eq!(one(ms(1), 0.0, 0, 50_000_000), None);
+        assert_eq!(one(ms(1), f64::NAN, 0, 50_000_000), None);
     }
 
     #[test]
@@ -239,9 +399,11 @@ mod tests {
         assert_eq!(look(&mut c, t0, 1000, 399_000, 8, 0), None);
         assert_eq!(look(&mut c, t0, 400_000, 400_000, 12, 0), None);
         assert_eq!(look(&mut c, t0, 800_000, 400_000, 15, 0), None);
-        // At 16 ms, 200 MB/s over the last span, 65 MB left: cut.
+        // At 16 ms, 200 MB/s over the last span, 65 MB left: cut, into as many tails as pay.
         let cut = look(&mut c, t0, 1_200_000, 400_000, 16, 0).expect("a slow stream is cut");
-        assert!(cut > 1_600_000 && cut < (64 << 20) - MIN_TAIL, "{cut}");
+        assert_eq!(cut.tails, MAX_TAILS);
+        let at = cut.bounds(1).unwrap()[0];
+        assert!(at > 1_600_000 && at < (64 << 20) - MIN_TAIL, "{at}");
         // No room: no look for a while.
         c.no_room(t0 + ms(16));
         assert_eq!(look(&mut c, t0, 1_600_000, 100_000, 17, 0), None);
@@ -259,7 +421,14 @@ mod tests {
         // ms, with 6 MB left.
         let end = 2_010_001 + 6_000_000;
         let mut look = |at: u64, n: u64, now: u64| {
-            c.look(at..at + n, end, Some(t0), t0 + ms(now), 0, || u64::MAX)
+            c.look(
+                at..at + n,
+                end,
+                Some(t0),
+                t0 + ms(now),
+                0,
+                &Room::new(u32::MAX),
+            )
         };
         assert_eq!(look(0, 1, 2), None);
         assert_eq!(look(1, 10_000, 6), None);
@@ -269,23 +438,46 @@ mod tests {
     }
 
     #[test]
-    fn streams_that_carry_the_link_together_are_not_cut() {
+    fn the_room_a_link_leaves_bounds_the_tails() {
         let t0 = Instant::now();
-        let gb = || 1_000_000_000;
         let mut c = Cutter::default();
-        let mut look = |at: u64, n: u64, now: u64, endpoint: u64| {
-            c.look(at..at + n, 64 << 20, Some(t0), t0 + ms(now), endpoint, gb)
+        let mut asked = Vec::new();
+        let mut look = |at: u64, n: u64, now: u64, endpoint: u64, room: u32| {
+            let link = Room::new(room);
+            let cut = c.look(
+                at..at + n,
+                64 << 20,
+                Some(t0),
+                t0 + ms(now),
+                endpoint,
+                &link,
+            );
+            asked.extend(link.asked.take());
+            cut
         };
-        assert_eq!(look(0, 1, 1, 0), None);
-        assert_eq!(look(1, 200_000, 3, 0), None);
-        assert_eq!(look(200_001, 200_000, 5, 1_500_000), None);
-        // This stream at 100 MB/s, the endpoint's at 750 MB/s over the last 4 ms: 850 MB/s
-        // with this one is above 1 GB/s ÷ 1.25.
-        assert_eq!(look(400_001, 200_000, 7, 3_000_000), None);
-        // Not asked again within the span; then, with the endpoint's streams at 250 MB/s,
-        // there is room.
-        assert_eq!(look(600_001, 100_000, 8, 3_000_000), None);
-        assert!(look(700_001, 100_000, 9, 3_500_000).is_some());
+        assert_eq!(look(0, 1, 1, 0, 5), None);
+        assert_eq!(look(1, 200_000, 3, 0, 5), None);
+        assert_eq!(look(200_001, 200_000, 5, 1_500_000, 5), None);
+        // This stream at 100 MB/s, the endpoint's at 750 MB/s over the last 4 ms: no room.
+        assert_eq!(look(400_001, 200_000, 7, 3_000_000, 0), None);
+        // Not asked again within the span; then room for two tails.
+        assert_eq!(look(600_001, 100_000, 8, 3_000_000, 5), None);
+        let cut = look(700_001, 100_000, 9, 3_500_000, 2).expect("room");
+        assert_eq!(cut.tails, 2);
+        assert_eq!(asked.len(), 2);
+        let (rate, together) = asked[0];
+        assert!((rate / 1e8 - 1.0).abs() < 1e-9 && (together / 7.5e8 - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn headroom_counts_the_streams_running_and_keeps_below_the_ceiling() {
+        // 1 GB/s ÷ 1.25 = 800 MB/s: 4 streams carrying 400 leave room for 4 of 100 MB/s.
+        assert_eq!(headroom(1e9, 4, 1e8, 4e8), 4);
+        // Tails just started carry nothing yet, but count at the stream's rate.
+        assert_eq!(headroom(1e9, 8, 1e8, 4e8), 0);
+        // Streams carrying the link: none.
+        assert_eq!(headroom(1e9, 5, 2e8, 1e9), 0);
+        assert_eq!(headroom(1e9, 1, f64::NAN, 0.0), 0);
     }
 
     #[test]
@@ -303,7 +495,7 @@ mod tests {
                 Some(resent),
                 t0 + ms(now),
                 0,
-                || u64::MAX,
+                &Room::new(u32::MAX),
             )
         };
         assert_eq!(again(1, 51), None);

@@ -24,6 +24,10 @@
 //!   when the epoch is due, whether or not one ends.
 //! - **Settled**: the best level stays the limit for the client's life.
 //!
+//! An open gate measures no levels: there every stream runs, and whether more streams would
+//! carry more is tried by cutting the unread tails of slow ones into transfers of their own
+//! ([`Gate::tails`], `engine::cut`).
+//!
 //! A small transfer's time is mostly its round trip, which parallel transfers hide; where
 //! there is none to hide, each new connection costs both ends CPU that a short batch does not
 //! pay back. So a cold endpoint, and one known to have a short round trip, starts with
@@ -69,6 +73,7 @@ const GROW: Duration = Duration::from_millis(20);
 pub(crate) const SHORT: Duration = Duration::from_millis(2);
 /// How much faster a doubled level must be to keep growing.
 const GAIN: f64 = 1.25;
+
 /// Shortest epoch: below it a rate is a burst of buffered bytes.
 const MIN_EPOCH: Duration = Duration::from_millis(20);
 /// Longest epoch: a level's rate is known by then even if no transfer has ended.
@@ -87,6 +92,26 @@ enum Regime {
     Open,
 }
 
+/// What an open gate has learnt of whether more streams carry more. Its probing does not run
+/// there, and the link's total measured from the streams running is only their sum: it says
+/// nothing of what one more would add.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Explore {
+    /// No stream added yet: the link's total is taken as the prior's (or more, if measured).
+    Untried,
+    /// Tails were cut off while `streams` bulk transfers carried `rate` (bytes per second)
+    /// together; judged once `due`, when the tails' bytes count in what the streams carry.
+    Trial {
+        streams: u32,
+        rate: f64,
+        due: Instant,
+    },
+    /// More streams carried more: the prior's total stands.
+    Grows,
+    /// More streams carried no more: the measured total is the link's.
+    Saturated,
+}
+
 /// The bytes and ends of one probing epoch.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Epoch {
@@ -101,6 +126,8 @@ struct Epoch {
 struct State {
     /// Bulk transfers running.
     running: u32,
+    /// Whether more streams carry more, where the gate is open (see [`Gate::tails`]).
+    explore: Explore,
     small: Small,
     level: u32,
     regime: Regime,
@@ -156,6 +183,7 @@ impl Gate {
                 level: START,
                 regime: Regime::Cold { since: None },
                 best: None,
+                explore: Explore::Untried,
             }),
             bytes: AtomicU64::new(0),
             ceiling,
@@ -173,6 +201,71 @@ impl Gate {
         let mut s = self.lock();
         Self::judge_cold(&mut s, now);
         self.admit(&mut s, now, bulk)
+    }
+
+    /// How many tails a bulk transfer running at `rate` may cut off at `now`, the endpoint's
+    /// bulk transfers carrying `together` (bytes per second) and the link's total measured
+    /// at `measured`, if at all (see `engine::cut`). A gate that is not open measures by its
+    /// probing whether more streams carry more, and admits tails as it admits transfers: no
+    /// limit here. An open one (a long round trip) knows only what the streams running carry,
+    /// so it tries: the first cut adds at most as many streams as run (a trial), and once its
+    /// tails have had `settle` to bring their bytes, the streams together must carry more, by
+    /// [`GAIN`] for twice the streams (in proportion for fewer), for more cuts to follow under
+    /// the prior's total; otherwise the measured total stands for the link, as for every
+    /// later cut.
+    pub(crate) fn tails(
+        &self,
+        now: Instant,
+        rate: f64,
+        together: f64,
+        measured: Option<u64>,
+    ) -> u32 {
+        let mut s = self.lock();
+        if s.regime != Regime::Open {
+            return u32::MAX;
+        }
+        if let Explore::Trial {
+            streams,
+            rate: before,
+            due,
+        } = s.explore
+            && now >= due
+        {
+            let grown = f64::from(s.running) / f64::from(streams.max(1)) - 1.0;
+            s.explore = if grown > 0.0 && together >= before * (1.0 + (GAIN - 1.0) * grown) {
+                Explore::Grows
+            } else {
+                Explore::Saturated
+            };
+        }
+        let prior = crate::plan::CostModel::PRIOR_TOTAL_RATE;
+        let ceiling = match s.explore {
+            Explore::Trial { .. } => return 0,
+            Explore::Saturated => measured.unwrap_or(prior),
+            Explore::Untried | Explore::Grows => measured.unwrap_or(0).max(prior),
+        };
+        let room = super::cut::headroom(ceiling as f64, s.running, rate, together);
+        match s.explore {
+            Explore::Untried => room.min(s.running),
+            _ => room,
+        }
+    }
+
+    /// `tails` were cut off at `now` (already admitted) off a stream running at `rate` while
+    /// the endpoint's streams carried `together`: the first cut of an open gate starts its
+    /// trial, judged after `settle`. What the streams carried before is taken as at least
+    /// their number at this stream's rate: a window that began while some were starting
+    /// reads low, and would make the trial's growth look larger than it is.
+    pub(crate) fn cut(&self, now: Instant, tails: u32, rate: f64, together: f64, settle: Duration) {
+        let mut s = self.lock();
+        if s.regime == Regime::Open && s.explore == Explore::Untried {
+            let streams = s.running.saturating_sub(tails);
+            s.explore = Explore::Trial {
+                streams,
+                rate: together.max(f64::from(streams) * rate),
+                due: now + settle,
+            };
+        }
     }
 
     /// Whether the gate lets every bulk transfer run (a long round trip).
@@ -477,6 +570,92 @@ mod tests {
         assert_eq!(gate.enter(t0, true), Admit::Yes);
         gate.first_byte(t0, ms(t0, 10));
         assert_eq!(gate.limit(), None);
+    }
+
+    /// An open gate with `n` bulk transfers running.
+    fn open_with(n: u32, t0: Instant) -> Gate {
+        let gate = Gate::new(64);
+        assert_eq!(gate.enter(t0, true), Admit::Yes);
+        gate.first_byte(t0, ms(t0, 10));
+        assert!(gate.is_open());
+        for _ in 1..n {
+            assert_eq!(gate.enter(ms(t0, 10), true), Admit::Yes);
+        }
+        gate
+    }
+
+    #[test]
+    fn an_open_gate_tries_more_streams_and_keeps_adding_while_they_carry_more() {
+        let t0 = Instant::now();
+        let gate = open_with(4, t0);
+        let mb = 1e6;
+        // A probing gate leaves tails to its admission.
+        let shut = Gate::new(64);
+        assert_eq!(shut.tails(t0, 100.0 * mb, 0.0, None), u32::MAX);
+        // 4 streams of 100 MB/s under the prior's 1.25 GB/s: room for 6 more, but a trial
+        // adds no more than run.
+        assert_eq!(
+            gate.tails(ms(t0, 20), 100.0 * mb, 400.0 * mb, Some(400_000_000)),
+            4
+        );
+        for _ in 0..4 {
+            assert_eq!(gate.enter(ms(t0, 20), true), Admit::Yes);
+        }
+        gate.cut(
+            ms(t0, 20),
+            4,
+            100.0 * mb,
+            300.0 * mb,
+            Duration::from_millis(30),
+        );
+        // Until it is judged, no more.
+        assert_eq!(gate.tails(ms(t0, 40), 100.0 * mb, 800.0 * mb, None), 0);
+        // Twice the streams carried 1.9 times as much (what ran before counts at least 4 ×
+        // 100 MB/s): more may follow, up to the prior's 1 GB/s ÷ 1.25.
+        assert_eq!(
+            gate.tails(ms(t0, 50), 80.0 * mb, 760.0 * mb, Some(760_000_000)),
+            3
+        );
+        assert_eq!(gate.tails(ms(t0, 60), 100.0 * mb, 800.0 * mb, None), 2);
+    }
+
+    #[test]
+    fn an_open_gate_whose_added_streams_carry_no_more_keeps_to_the_measured_total() {
+        let t0 = Instant::now();
+        let gate = open_with(4, t0);
+        let mb = 1e6;
+        // 4 streams sharing a 1 Gbit/s link: 31 MB/s each.
+        assert_eq!(
+            gate.tails(ms(t0, 20), 31.0 * mb, 125.0 * mb, Some(125_000_000)),
+            4
+        );
+        for _ in 0..4 {
+            assert_eq!(gate.enter(ms(t0, 20), true), Admit::Yes);
+        }
+        gate.cut(
+            ms(t0, 20),
+            4,
+            31.0 * mb,
+            125.0 * mb,
+            Duration::from_millis(30),
+        );
+        // 8 streams carry 130 MB/s, not 1.25 × 125: the link is full.
+        assert_eq!(
+            gate.tails(ms(t0, 50), 16.0 * mb, 130.0 * mb, Some(130_000_000)),
+            0
+        );
+        assert_eq!(
+            gate.tails(ms(t0, 90), 15.0 * mb, 120.0 * mb, Some(130_000_000)),
+            0
+        );
+        // Once most have ended, those left carry less than the measured total: room again.
+        for _ in 0..6 {
+            gate.leave(ms(t0, 95), true);
+        }
+        assert_eq!(
+            gate.tails(ms(t0, 100), 5.0 * mb, 5.0 * mb, Some(130_000_000)),
+            18
+        );
     }
 
     #[test]

@@ -499,6 +499,24 @@ impl<'a> Meter<'a> {
         self.ready.set(ready);
     }
 
+    /// This attempt's round trip, once its first body byte came (its connection's
+    /// handshakes left out, as for a sample: see [`round_trip`]).
+    pub(crate) fn round_trip(&self) -> Option<Duration> {
+        Some(round_trip(
+            self.sent.get()?,
+            self.first_byte.get()?,
+            self.fresh(),
+        ))
+    }
+
+    /// The attempt's connection, if it was opened for it.
+    fn fresh(&self) -> Option<Fresh> {
+        self.new_connection.get().then(|| Fresh {
+            ready: self.ready.get(),
+            trips: if self.tls.get() { 3 } else { 2 },
+        })
+    }
+
     /// Body bytes arrived.
     pub(crate) fn body(&self, n: u64) {
         let link = self.link.borrow();
@@ -533,11 +551,7 @@ impl<'a> Meter<'a> {
         if let (Some(prepared), Some(sent)) = (self.prepared.get(), self.sent.get()) {
             e.per_request
                 .push(sent.saturating_duration_since(prepared).as_secs_f64());
-            let fresh = self.new_connection.get().then(|| Fresh {
-                ready: self.ready.get(),
-                trips: if self.tls.get() { 3 } else { 2 },
-            });
-            e.rtt.push(now, round_trip(sent, first, fresh));
+            e.rtt.push(now, round_trip(sent, first, self.fresh()));
         }
         let body = now.saturating_duration_since(first);
         if alone && bytes >= RATE_BODY && !body.is_zero() {

@@ -761,13 +761,17 @@ impl Here {
         Some(Admitted::new(Arc::clone(gate), true))
     }
 
-    /// The link's total rate to `locator`'s endpoint, as the planner knows it (measured, or
-    /// the prior).
-    fn total_rate(&self, locator: &Locator) -> u64 {
+    /// Gives back a place [`Remote::room`] found and a tail did not take.
+    fn unroom(&self, room: Admitted) {
+        drop(room);
+        self.inner.release();
+    }
+
+    /// The link's total rate to `locator`'s endpoint, if measured.
+    fn measured_total(&self, locator: &Locator) -> Option<u64> {
         let state = &self.state;
         link::locator_endpoint(&state.settings, locator)
             .and_then(|endpoint| state.links.total_rate(&endpoint))
-            .unwrap_or(crate::plan::CostModel::PRIOR_TOTAL_RATE)
     }
 }
 
@@ -859,50 +863,74 @@ async fn run_transfer(here: &Here, batch: Arc<Shared>, work: Work, mut admitted:
             let end = last.get() + 1;
             let now = Instant::now();
             let got = at..at + data.len() as u64;
-            // A gate that paces bulk transfers measures whether more streams carry more;
-            // an open one leaves it to the link's total.
-            let target = c.look(got, end, sent, now, gate.bulk_bytes(), || {
-                match gate.is_open() {
-                    true => here.total_rate(&locator),
-                    false => u64::MAX,
-                }
-            });
-            // Whole reads are cut between reads; pieces of split reads anywhere.
-            let at = target.and_then(|t| match parts.any_open() {
-                true => parts.boundary(t, end),
-                false => Some(t),
-            });
-            let Some(at) = at.filter(|&at| end - at >= cut::MIN_TAIL) else {
+            let link = Endpoint {
+                gate,
+                meter: &env.meter,
+                here,
+                locator: &locator,
+                now,
+            };
+            let Some(cut) = c.look(got, end, sent, now, gate.bulk_bytes(), &link) else {
                 return;
             };
-            let Some(room) = here.room(gate, now) else {
+            // Places for the tails: a client slot and the gate's admission each.
+            let mut rooms = Vec::new();
+            while rooms.len() < cut.tails as usize
+                && let Some(room) = here.room(gate, now)
+            {
+                rooms.push(room);
+            }
+            // Whole reads are cut between reads; pieces of split reads anywhere. The stream
+            // keeps its bytes up to the first bound, each tail from its bound to the next.
+            let mut bounds: Vec<u64> = u32::try_from(rooms.len())
+                .ok()
+                .and_then(|n| cut.bounds(n))
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|t| match parts.any_open() {
+                    true => parts.boundary(t, end),
+                    false => Some(t),
+                })
+                .filter(|&b| end - b >= cut::MIN_TAIL)
+                .collect();
+            bounds.dedup();
+            for unused in rooms.drain(bounds.len()..) {
+                here.unroom(unused);
+            }
+            let Some(&first) = bounds.first() else {
                 c.no_room(now);
                 return;
             };
-            // Pieces from the cut on go to the tail, a piece across it in two.
-            let mut pieces = Vec::new();
-            for mut p in std::mem::take(&mut slices) {
-                if p.offset >= at {
-                    pieces.push(p);
-                } else {
-                    pieces.extend(p.cut(at));
-                    slices.push(p);
+            let tails = bounds.len();
+            let mut tail_end = end;
+            for (bound, room) in bounds.into_iter().rev().zip(rooms.into_iter().rev()) {
+                // Pieces from the bound on go to this tail, a piece across it in two.
+                let mut pieces = Vec::new();
+                for mut p in std::mem::take(&mut slices) {
+                    if p.offset >= bound {
+                        pieces.push(p);
+                    } else {
+                        pieces.extend(p.cut(bound));
+                        slices.push(p);
+                    }
                 }
+                let tail = Work {
+                    locator: locator.clone(),
+                    offset: bound,
+                    length: tail_end - bound,
+                    parts: parts.split_off(bound),
+                    pieces,
+                    wave: None,
+                    pin: pin.clone(),
+                    access: access.clone(),
+                };
+                tail_end = bound;
+                Counters::add(&batch.counters.transfers, 1);
+                Counters::add(&batch.counters.tails_cut, 1);
+                here.start(Arc::clone(&batch), tail, Some(room));
             }
-            let tail = Work {
-                locator: locator.clone(),
-                offset: at,
-                length: end - at,
-                parts: parts.split_off(at),
-                pieces,
-                wave: None,
-                pin: pin.clone(),
-                access: access.clone(),
-            };
-            last.set(at - 1);
-            Counters::add(&batch.counters.transfers, 1);
-            Counters::add(&batch.counters.tails_cut, 1);
-            here.start(Arc::clone(&batch), tail, Some(room));
+            last.set(first - 1);
+            gate.cut(now, tails as u32, cut.rate, cut.together, cut.settle());
         };
         let mut read = RangeRead::new(
             &state.settings,
@@ -948,6 +976,31 @@ async fn run_transfer(here: &Here, batch: Arc<Shared>, work: Work, mut admitted:
     done.extend(ended);
     Counters::add(&batch.counters.transfers_finished, 1);
     busy.finish(done);
+}
+
+/// A bulk transfer's endpoint, as its cutter asks of it (see `engine::cut`).
+struct Endpoint<'a> {
+    gate: &'a Gate,
+    meter: &'a Meter<'a>,
+    here: &'a Here,
+    locator: &'a Locator,
+    now: Instant,
+}
+
+impl cut::Link for Endpoint<'_> {
+    /// On an open gate (a long round trip) a stream's first byte may hold its connection's
+    /// handshake too: its rate is measured over round trips.
+    fn rtt(&self) -> Option<Duration> {
+        self.gate
+            .is_open()
+            .then(|| self.meter.round_trip())
+            .flatten()
+    }
+
+    fn room(&self, rate: f64, together: f64) -> u32 {
+        let measured = self.here.measured_total(self.locator);
+        self.gate.tails(self.now, rate, together, measured)
+    }
 }
 
 /// Awaits `fut`, turning a panic while it is polled into `Err` with the panic's message; the
