@@ -584,6 +584,18 @@ mod tests {
         gate
     }
 
+    /// `gate` (4 streams running) grants a trial of 4 tails to a stream at `rate` of
+    /// streams carrying `together` (bytes per second) at 20 ms, and they start, judged 30 ms
+    /// on.
+    fn trial(gate: &Gate, t0: Instant, rate: f64, together: f64) {
+        let measured = Some(together as u64);
+        assert_eq!(gate.tails(ms(t0, 20), rate, together, measured), 4);
+        for _ in 0..4 {
+            assert_eq!(gate.enter(ms(t0, 20), true), Admit::Yes);
+        }
+        gate.cut(ms(t0, 20), 4, rate, together, Duration::from_millis(30));
+    }
+
     #[test]
     fn an_open_gate_tries_more_streams_and_keeps_adding_while_they_carry_more() {
         let t0 = Instant::now();
@@ -593,21 +605,8 @@ mod tests {
         let shut = Gate::new(64);
         assert_eq!(shut.tails(t0, 100.0 * mb, 0.0, None), u32::MAX);
         // 4 streams of 100 MB/s under the prior's 1.25 GB/s: room for 6 more, but a trial
-        // adds no more than run.
-        assert_eq!(
-            gate.tails(ms(t0, 20), 100.0 * mb, 400.0 * mb, Some(400_000_000)),
-            4
-        );
-        for _ in 0..4 {
-            assert_eq!(gate.enter(ms(t0, 20), true), Admit::Yes);
-        }
-        gate.cut(
-            ms(t0, 20),
-            4,
-            100.0 * mb,
-            300.0 * mb,
-            Duration::from_millis(30),
-        );
+        // adds no more than run. Their window read 300 MB/s (some were starting).
+        trial(&gate, t0, 100.0 * mb, 300.0 * mb);
         // Until it is judged, no more.
         assert_eq!(gate.tails(ms(t0, 40), 100.0 * mb, 800.0 * mb, None), 0);
         // Twice the streams carried 1.9 times as much (what ran before counts at least 4 ×
@@ -625,20 +624,7 @@ mod tests {
         let gate = open_with(4, t0);
         let mb = 1e6;
         // 4 streams sharing a 1 Gbit/s link: 31 MB/s each.
-        assert_eq!(
-            gate.tails(ms(t0, 20), 31.0 * mb, 125.0 * mb, Some(125_000_000)),
-            4
-        );
-        for _ in 0..4 {
-            assert_eq!(gate.enter(ms(t0, 20), true), Admit::Yes);
-        }
-        gate.cut(
-            ms(t0, 20),
-            4,
-            31.0 * mb,
-            125.0 * mb,
-            Duration::from_millis(30),
-        );
+        trial(&gate, t0, 31.0 * mb, 125.0 * mb);
         // 8 streams carry 130 MB/s, not 1.25 × 125: the link is full.
         assert_eq!(
             gate.tails(ms(t0, 50), 16.0 * mb, 130.0 * mb, Some(130_000_000)),
