@@ -42,9 +42,9 @@
 //! Measured (2026-12-07): one 128 MiB read through the test kit's proxy capped at 100 MB/s
 //! per connection at RTT 0 (`tests/gate.rs`, 8 paired runs of the whole test): 0.62 s
 //! against 0.72 without cuts (0.86×, CPU equal), 4 pieces growing to 20–23 transfers. At 5
-//! and 20 ms round trips (3 runs each), where before no tail was cut (the measured total
-//! stood for the link), 244–394 and 350–388 ms against 447–462 (16 pieces of 8 MiB from the
-//! start: 223–301); workload C on the same links in `karu-bench` (`/conn` profiles), see
+//! and 20 ms round trips (3 runs each) 244–394 and 350–388 ms; before, when no tail was cut
+//! there (the measured total stood for the link), 447–462 at 20 ms; 16 pieces of 8 MiB from
+//! the start, 223–301. Workload C on the same links in `karu-bench` (`/conn` profiles): see
 //! BENCHMARKS.md. On the benchmark's other profiles the trial cuts a few tails on C at 5 ms and
 //! at 1 Gbit/s, whose walls stayed within their spread, and none at 20 and 50 ms (C's pieces
 //! end before a cut pays).
