@@ -150,7 +150,7 @@ impl Cut {
     /// How long after the cut its tails' bytes count in what the endpoint's streams carry
     /// together: their first byte, then the two spans a stream's rate is measured over.
     pub(crate) fn settle(&self) -> Duration {
-        self.d + self.span * 2
+        self.d.saturating_add(self.span.saturating_mul(2))
     }
 }
 

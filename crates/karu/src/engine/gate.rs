@@ -263,7 +263,8 @@ impl Gate {
             s.explore = Explore::Trial {
                 streams,
                 rate: together.max(f64::from(streams) * rate),
-                due: now + settle,
+                // An instant past the clock's range: judged at the next look.
+                due: now.checked_add(settle).unwrap_or(now),
             };
         }
     }
