@@ -620,12 +620,16 @@ fn planned(reader: Reader, w: &Workload, t: &Target) -> Option<Shape> {
                     match cur {
                         Some((cs, ce)) if s <= ce + MIB => cur = Some((cs, ce.max(e))),
                         _ => {
-                            cur.map(&mut add);
+                            if let Some(done) = cur {
+                                add(done);
+                            }
                             cur = Some((s, e));
                         }
                     }
                 }
-                cur.map(&mut add);
+                if let Some(done) = cur {
+                    add(done);
+                }
             }
             shape
         }
@@ -663,7 +667,11 @@ pub fn bound(
     bw: f64,
     per_connection: Option<f64>,
 ) -> Duration {
-    let secs = |bytes: u64, rate: f64| Duration::from_secs_f64(bytes as f64 / rate);
+    // A rate that is not positive (a path that measured nothing) bounds nothing: no panic.
+    let secs = |bytes: u64, rate: f64| match bytes {
+        0 => Duration::ZERO,
+        _ => Duration::try_from_secs_f64(bytes as f64 / rate).unwrap_or(Duration::MAX),
+    };
     let Shape {
         transfers,
         fetched,
@@ -681,7 +689,9 @@ pub fn bound(
         return bytes;
     }
     let waves = transfers.div_ceil(concurrency.max(1));
-    rtt.saturating_mul(u32::try_from(waves).unwrap_or(u32::MAX)) + handshake + bytes
+    rtt.saturating_mul(u32::try_from(waves).unwrap_or(u32::MAX))
+        .saturating_add(handshake)
+        .saturating_add(bytes)
 }
 
 /// Where a workload runs: server, the proxy in front of it (if any), the readers' target,
@@ -915,6 +925,8 @@ mod tests {
             Duration::from_micros(500)
         );
         assert_eq!(bound(shape(0, 0, 64), at(20), 1e9, None), Duration::ZERO);
+        // A path that measured no bandwidth bounds nothing, and does not panic.
+        assert_eq!(bound(shape(1, 1, 64), at(20), 0.0, None), Duration::MAX);
     }
 
     #[test]
