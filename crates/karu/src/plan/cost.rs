@@ -24,8 +24,12 @@
 //! a ladder from 4 KiB doubling up to the guards' gap, or growing eightfold up to the smallest
 //! rated gap while the link's total is the prior), cuts long transfers into pieces of a few
 //! sizes (so that idle slots share a transfer that would dominate the batch), and keeps the
-//! candidate with the smallest predicted time. The guards plan and the plan without merging are
-//! candidates, so the chosen plan is never predicted slower than either. The four guards stay
+//! candidate with the smallest predicted time. Where the best of them takes more rounds than
+//! one of requests (more transfers than slots, the slots' bound above the others), the
+//! cheapest spans under its gap for that bound's prices are one more candidate (see
+//! `cheapest`: the sweep's greed can cost transfers where the amplification guard stops it).
+//! The guards plan and the plan without merging are candidates, so the chosen plan is never
+//! predicted slower than either. The four guards stay
 //! ceilings: a gap never exceeds the policy's, and every transfer or piece keeps its span,
 //! parts and amplification within them (a single read larger than the span limit may be cut, as
 //! the guards plan never does). A model may also cap a transfer's length
@@ -34,6 +38,7 @@
 
 use std::time::Duration;
 
+use super::cheapest::{Prices, cheapest, greed_may_cost};
 use super::{
     Entry, Open, Part, Plan, Policy, Prepared, Request, Span, Transfer, guards_gap, sweep, transfer,
 };
@@ -208,17 +213,39 @@ impl CostModel {
         if load.n == 0 {
             return 0.0;
         }
+        let b = self.bounds(load);
+        b.slots.max(b.link).max(b.longest) + b.work
+    }
+
+    /// The three bounds of a load's time and the client's work on its requests (see the
+    /// module docs).
+    fn bounds(&self, load: &Load) -> Bounds {
         let rtt = self.rtt.as_secs_f64();
         let k = rtt + self.per_request.as_secs_f64();
         let pc = self.stream_rate().max(1) as f64;
         let total = self.total_rate.max(1) as f64;
         let bytes = load.bytes as f64;
-        let c = u64::from(self.concurrency.max(1)).min(load.n) as f64;
-        let slots = (load.n as f64 * k + bytes / pc) / c;
-        let link = rtt + bytes / total;
-        let longest = k + load.max as f64 / pc;
-        let work = load.n as f64 * self.per_request.as_secs_f64();
-        slots.max(link).max(longest) + work
+        let c = u64::from(self.concurrency.max(1)).min(load.n.max(1)) as f64;
+        Bounds {
+            slots: (load.n as f64 * k + bytes / pc) / c,
+            link: rtt + bytes / total,
+            longest: k + load.max as f64 / pc,
+            work: load.n as f64 * self.per_request.as_secs_f64(),
+        }
+    }
+
+    /// The prices per transfer and per byte of the slots' bound with the client's work (in
+    /// seconds times the slots): what a plan near `load` costs, where its time is its rounds
+    /// of requests (more transfers than slots, and the slots' bound above the link's and the
+    /// longest transfer's). None elsewhere: fewer transfers then save nothing, or cost bytes
+    /// the link is short of.
+    fn slot_prices(&self, load: &Load) -> Option<Prices> {
+        let c = u64::from(self.concurrency.max(1));
+        let b = self.bounds(load);
+        (load.n > c && b.slots >= b.link.max(b.longest)).then(|| Prices {
+            transfer: self.rtt.as_secs_f64() + self.per_request.as_secs_f64() * (1 + c) as f64,
+            byte: 1.0 / self.stream_rate().max(1) as f64,
+        })
     }
 
     /// The rate one transfer is planned to run at: one connection's, or the link's while the
@@ -344,6 +371,14 @@ impl Load {
     }
 }
 
+/// The bounds of a load's predicted time, in seconds.
+struct Bounds {
+    slots: f64,
+    link: f64,
+    longest: f64,
+    work: f64,
+}
+
 /// One transfer of a split: whole reads, or a slice of one read larger than the piece size.
 #[derive(Clone, Copy, Debug)]
 enum Piece {
@@ -422,11 +457,13 @@ fn cut(
     }
 }
 
-/// A candidate: a merge gap and a piece size (`None`: no cutting).
+/// A candidate: a merge gap, a piece size (`None`: no cutting), and whether its spans are the
+/// cheapest under the gap ([`cheapest`]) rather than the sweep's.
 #[derive(Clone, Copy, Debug)]
 struct Choice {
     gap: Option<u64>,
     piece: Option<u64>,
+    cheapest: bool,
 }
 
 /// Plans reads as [`plan`](super::plan) does, but chooses merges and splits of remote reads
@@ -463,17 +500,22 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
     let mut prepared = Prepared::new(requests);
     let entries = &prepared.entries;
     let mut spans = Vec::new();
-    let mut best: Option<((f64, u64, u128), Choice)> = None;
-    let mut consider = |load: &Load, choice: Choice| {
+    let mut best: Option<((f64, u64, u128), Choice, Load)> = None;
+    let consider = |best: &mut Option<_>, load: &Load, choice: Choice| {
         let key = (model.time(load), load.n, load.bytes);
-        if best.is_none_or(|(k, _)| key < k) {
-            best = Some((key, choice));
+        if best.is_none_or(|(k, _, _)| key < k) {
+            *best = Some((key, choice, *load));
         }
     };
     let mut gaps = model.gaps(policy);
     drop_alike(&prepared, &mut gaps);
     for (&gap, load) in gaps.iter().zip(loads(&prepared, &gaps, policy)) {
-        consider(&load, Choice { gap, piece: None });
+        let choice = Choice {
+            gap,
+            piece: None,
+            cheapest: false,
+        };
+        consider(&mut best, &load, choice);
         let sizes = model.piece_sizes(&load);
         if !sizes.is_empty() {
             remote_spans(&prepared, gap, policy, &mut spans);
@@ -494,26 +536,44 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
                     );
                 }
             }
-            consider(
-                &load,
-                Choice {
-                    gap,
-                    piece: Some(size),
-                },
-            );
+            let piece = Some(size);
+            consider(&mut best, &load, Choice { piece, ..choice });
         }
+    }
+    // Where the best plan's time is its rounds of requests, the cheapest spans under its gap
+    // (fewer transfers where the sweep's greed costs some, see `cheapest`).
+    let mut cheap = Vec::new();
+    if let Some((
+        _,
+        choice @ Choice {
+            gap: Some(gap),
+            piece: None,
+            ..
+        },
+        load,
+    )) = best
+        && let Some(prices) = model.slot_prices(&load)
+        && cheapest_spans(&prepared, gap, policy, prices, &mut cheap)
+    {
+        let mut load = Load::default();
+        cheap.iter().for_each(|s| load.add(s.length()));
+        let cheapest = true;
+        consider(&mut best, &load, Choice { cheapest, ..choice });
     }
     let choice = best.map_or(
         Choice {
             gap: guards_gap(policy, true),
             piece: None,
+            cheapest: false,
         },
-        |(_, c)| c,
+        |(_, c, _)| c,
     );
     // Room for the chosen candidate's remote transfers (local files' grow it).
-    let mut transfers = Vec::with_capacity(best.map_or(0, |((_, n, _), _)| n) as usize);
+    let mut transfers = Vec::with_capacity(best.map_or(0, |((_, n, _), _, _)| n) as usize);
     let mut parts = Vec::with_capacity(entries.len());
-    let mut own = Vec::new();
+    let mut own: Vec<Span> = Vec::new();
+    // The chosen cheapest spans, remote group after remote group.
+    let mut cheap = cheap.into_iter().peekable();
     for (group, remote) in prepared.groups() {
         own.clear();
         let gap = if remote {
@@ -521,7 +581,14 @@ pub fn plan_cost(requests: &[Request<'_>], policy: &Policy, model: &CostModel) -
         } else {
             guards_gap(policy, false)
         };
-        sweep(group, gap, policy, &mut own);
+        if remote && choice.cheapest {
+            // A group's spans end at its last entry.
+            while let Some(s) = cheap.next_if(|_| own.last().is_none_or(|l| l.to < group.len())) {
+                own.push(s);
+            }
+        } else {
+            sweep(group, gap, policy, &mut own);
+        }
         // The size a span is cut into, if it is: the model's own piece size, else a cold
         // link's cap (see `CostModel::max_transfer`): pieces of at most the cap, and no more
         // than twice the slots per span (a read of 2^40 bytes is a few large pieces, not 2^17
@@ -644,6 +711,41 @@ fn drop_alike(prepared: &Prepared, gaps: &mut Vec<Option<u64>>) {
     gaps.retain(|g| g.is_none_or(keep));
 }
 
+/// Most steps of [`cheapest`] per read: workload R's reads take about 22; reads that merge by
+/// the hundred (and nest, or stop on the amplification guard) would take hundreds, for a few
+/// transfers fewer where each span already holds many reads.
+const CHEAPEST_STEPS: u64 = 64;
+
+/// The spans of every remote group under `gap` into `out`, remote group after remote group:
+/// the cheapest under `prices` where the sweep's greed may cost transfers
+/// ([`greed_may_cost`]), else the sweep's. False (and `out` meaningless) where no group's
+/// greed may cost any, or the program would take more than [`CHEAPEST_STEPS`] per read.
+fn cheapest_spans(
+    prepared: &Prepared,
+    gap: u64,
+    policy: &Policy,
+    prices: Prices,
+    out: &mut Vec<Span>,
+) -> bool {
+    out.clear();
+    let mut budget = CHEAPEST_STEPS.saturating_mul(prepared.entries.len() as u64);
+    let mut any = false;
+    for (group, remote) in prepared.groups() {
+        if !remote {
+            continue;
+        }
+        if greed_may_cost(group, gap, policy) {
+            if !cheapest(group, gap, policy, prices, &mut budget, out) {
+                return false;
+            }
+            any = true;
+        } else {
+            sweep(group, Some(gap), policy, out);
+        }
+    }
+    any
+}
+
 /// The spans of every remote group under `gap`, each with its group's first entry.
 fn remote_spans(
     prepared: &Prepared,
@@ -739,6 +841,51 @@ mod tests {
                 prop_assert!(kept_plans.contains(&plan_of(gap)), "{:?} of {:?}", gap, kept);
             }
         }
+    }
+
+    #[test]
+    fn rounds_of_requests_take_the_cheapest_spans() {
+        // Amplification 2 (see `cheapest`'s test): the sweep sends A and B, then C, then D;
+        // one slot and a long round trip make every transfer a round, and B can carry C and
+        // D. Bytes cost more than a round trip: each read alone.
+        let object = Locator::parse("https://example.com/data.bin").unwrap();
+        let reads = [(0, 1), (5, 10), (24, 1), (28, 1)].map(|(offset, length)| Request {
+            locator: &object,
+            offset,
+            length,
+            if_match: None,
+        });
+        let policy = Policy {
+            gap: 100,
+            limit: 1000,
+            parts: 100,
+            amplification: 2,
+        };
+        let model = |rate| CostModel {
+            rtt: Duration::from_millis(50),
+            per_request: Duration::ZERO,
+            connection_rate: rate,
+            total_rate: rate,
+            concurrency: 1,
+            max_transfer: None,
+            total_known: true,
+        };
+        let spans = |p: &Plan| {
+            p.transfers
+                .iter()
+                .map(|t| (t.offset, t.length))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            spans(&crate::plan::plan(&reads, &policy)),
+            [(0, 15), (24, 1), (28, 1)]
+        );
+        let planned = plan_cost(&reads, &policy, &model(1_000_000_000));
+        assert_eq!(spans(&planned), [(0, 1), (5, 24)]);
+        let indices: Vec<usize> = planned.parts.iter().map(|p| p.index).collect();
+        assert_eq!(indices, [0, 1, 2, 3]);
+        let planned = plan_cost(&reads, &policy, &model(10));
+        assert_eq!(spans(&planned), [(0, 1), (5, 10), (24, 1), (28, 1)]);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! [`plan_cost`] adds a [`CostModel`] of the link: among merge gaps and piece sizes allowed by
 //! the guards it keeps the plan with the smallest predicted batch time (see [`cost`]).
 
+mod cheapest;
 pub mod cost;
 mod group;
 #[cfg(test)]
