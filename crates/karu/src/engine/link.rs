@@ -28,8 +28,15 @@
 //! - **Total rate**: bytes of every body ÷ the time at least one body of the endpoint was owed
 //!   (from one round trip, the estimate, after its request was handed over, to its last byte),
 //!   over windows of at least [`TOTAL_WINDOW`] and [`TOTAL_BYTES`] in which two or more bodies
-//!   overlapped; the largest of the last few windows (the link's capacity is what it carried at
-//!   best). Owed, not arriving: a small body comes in one burst, and a link it fills shows its
+//!   overlapped; the largest window within [`RTT_SPAN`] of the latest (the link's capacity is
+//!   what it carried at best). Not the largest of the last few: a plan of many small transfers
+//!   carries fewer bytes a second where each request costs the path something (the server's
+//!   and proxy's CPU on 2 shared cores), its windows read lower, the next batch's plan sends
+//!   smaller transfers still, and a warm client spiralled down: workload R through the test
+//!   kit proxy at 5 ms, three batches per client, read 325, 225, 201 and then 88 MB/s (1.13,
+//!   0.97 and 1.32 s; 2026-12-07), and 568, 529, 215 (0.92, 0.81, 1.03 s); with the span's
+//!   largest, 613, 728, 728 (0.92, 0.73, 0.79 s) and 319, 273, 273 (0.94, 0.99, 0.85 s).
+//!   Owed, not arriving: a small body comes in one burst, and a link it fills shows its
 //!   cap as the wait before each burst, not in it. Timed from their first bytes, workload R's 4
 //!   KiB bodies through the test kit proxy capped at 125 MB/s (16 cold batches, RTT 0,
 //!   2026-12-07) read 215–726 MB/s at the re-plans and 260–370 after a batch, and the re-plans
@@ -94,12 +101,11 @@ pub(crate) const TRANSPORT_COST: Duration = Duration::from_micros(25);
 /// setup), where the path answers in 0.3 ms with few requests in flight. Re-planned on the
 /// last 16, 5 of 6 runs merged every 1 MiB gap (2,430 transfers, 0.31–0.46 s); on the span's
 /// minimum, 6 of 6 sent 3,046–6,354 (0.28–0.34 s). A path whose round trip grew for good is
-/// followed within the span.
+/// followed within the span. The total rate is the largest window within the same span (a
+/// capacity, as in BBR's max-bandwidth filter; see the module docs).
 pub(crate) const RTT_SPAN: Duration = Duration::from_secs(10);
-/// Most round-trip samples held at once (each later and larger than the one before it).
+/// Most samples a [`Recent`] holds at once (each later and worse than the one before it).
 const RTT_KEPT: usize = 256;
-/// Total-rate windows kept.
-const TOTAL_KEPT: usize = 8;
 
 /// The last samples of one figure, with how many were ever taken.
 #[derive(Debug, Default)]
@@ -128,10 +134,6 @@ impl Samples {
         self.count += 1;
     }
 
-    fn max(&self) -> Option<f64> {
-        self.last.iter().copied().reduce(f64::max)
-    }
-
     fn median(&self) -> Option<f64> {
         let mut v: Vec<f64> = self.last.iter().copied().collect();
         v.sort_unstable_by(f64::total_cmp);
@@ -139,19 +141,41 @@ impl Samples {
     }
 }
 
-/// The smallest round trip sampled within [`RTT_SPAN`] of the latest sample, with how many
-/// were ever taken.
-#[derive(Debug, Default)]
-struct RecentMin {
-    /// The samples that may still be the smallest once older ones expire: later ones are
-    /// larger (a later, smaller sample drops every larger one before it).
-    candidates: VecDeque<(Instant, Duration)>,
+/// The best sample taken within [`RTT_SPAN`] of the latest one (the smallest, for a round
+/// trip; the largest, for a capacity), with how many were ever taken.
+#[derive(Debug)]
+struct Recent<V> {
+    /// The samples that may still be the best once older ones expire: each later one is
+    /// worse (a later, better or equal sample drops every one before it that it matches).
+    candidates: VecDeque<(Instant, V)>,
     count: u64,
+    /// Whether larger is better.
+    largest: bool,
 }
 
-impl RecentMin {
-    fn push(&mut self, at: Instant, v: Duration) {
-        while self.candidates.back().is_some_and(|&(_, b)| b >= v) {
+impl<V: Copy + PartialOrd> Recent<V> {
+    fn smallest() -> Recent<V> {
+        Recent {
+            candidates: VecDeque::new(),
+            count: 0,
+            largest: false,
+        }
+    }
+
+    fn largest() -> Recent<V> {
+        Recent {
+            largest: true,
+            ..Recent::smallest()
+        }
+    }
+
+    fn push(&mut self, at: Instant, v: V) {
+        let largest = self.largest;
+        while self
+            .candidates
+            .back()
+            .is_some_and(|&(_, b)| if largest { b <= v } else { b >= v })
+        {
             self.candidates.pop_back();
         }
         while self
@@ -166,9 +190,9 @@ impl RecentMin {
         self.count += 1;
     }
 
-    /// The smallest sample taken within [`RTT_SPAN`] of the latest one: a client idle for
-    /// longer keeps what it last measured.
-    fn min(&self) -> Option<Duration> {
+    /// The best sample taken within [`RTT_SPAN`] of the latest one: a client idle for longer
+    /// keeps what it last measured.
+    fn best(&self) -> Option<V> {
         self.candidates.front().map(|&(_, v)| v)
     }
 }
@@ -176,10 +200,10 @@ impl RecentMin {
 /// One endpoint's samples and its total-rate window.
 #[derive(Debug)]
 struct Endpoint {
-    rtt: RecentMin,
+    rtt: Recent<Duration>,
     per_request: Samples,
     rate: Samples,
-    total: Samples,
+    total: Recent<f64>,
     /// Bodies arriving now.
     receiving: u32,
     /// Most bodies arriving at once in this window.
@@ -198,10 +222,10 @@ struct Endpoint {
 impl Endpoint {
     fn new() -> Endpoint {
         Endpoint {
-            rtt: RecentMin::default(),
+            rtt: Recent::smallest(),
             per_request: Samples::new(WINDOW),
             rate: Samples::new(WINDOW),
-            total: Samples::new(TOTAL_KEPT),
+            total: Recent::largest(),
             receiving: 0,
             peak: 0,
             since: None,
@@ -220,7 +244,7 @@ impl Endpoint {
     fn body_started(&mut self, now: Instant, sent: Instant) -> Option<u64> {
         let owed = self
             .rtt
-            .min()
+            .best()
             .and_then(|rtt| sent.checked_add(rtt))
             .map_or(now, |o| o.min(now));
         let owed = self.counted.map_or(owed, |c| owed.max(c));
@@ -265,7 +289,7 @@ impl Endpoint {
             return;
         }
         if self.peak >= 2 {
-            self.total.push(carried as f64 / busy.as_secs_f64());
+            self.total.push(now, carried as f64 / busy.as_secs_f64());
         }
         bytes.fetch_sub(carried, Ordering::Relaxed);
         self.busy = Duration::ZERO;
@@ -284,7 +308,7 @@ impl Endpoint {
     /// The measured total rate, `carried` being the open window's bytes so far: the best
     /// closed window, or the open one where it stands in.
     fn total_rate(&self, now: Instant, carried: u64) -> Option<u64> {
-        let total = self.total.max().or_else(|| self.open_rate(now, carried));
+        let total = self.total.best().or_else(|| self.open_rate(now, carried));
         total.map(|v| (v as u64).max(1))
     }
 
@@ -307,7 +331,7 @@ impl Endpoint {
         };
         LinkEstimate {
             model: CostModel {
-                rtt: self.rtt.min().unwrap_or(prior.rtt),
+                rtt: self.rtt.best().unwrap_or(prior.rtt),
                 per_request: self
                     .per_request
                     .median()
@@ -681,25 +705,43 @@ mod tests {
     }
 
     #[test]
+    fn the_total_rate_is_the_largest_window_of_the_last_span() {
+        let t0 = Instant::now();
+        let mut e = Endpoint::new();
+        let total = |e: &Endpoint, now| e.estimate(64, now, 0).model.total_rate;
+        // Windows of ever smaller transfers read ever lower: the best stands.
+        for (i, rate) in [6e8, 3e8, 2e8, 1e8].into_iter().enumerate() {
+            e.total
+                .push(t0 + Duration::from_millis(100 * i as u64), rate);
+        }
+        assert_eq!(total(&e, t0), 600_000_000);
+        assert_eq!(e.total.count, 4);
+        // Until it is older than the span: then the best after it.
+        let later = t0 + RTT_SPAN + Duration::from_millis(150);
+        e.total.push(later, 5e7);
+        assert_eq!(total(&e, later), 200_000_000);
+    }
+
+    #[test]
     fn the_round_trip_is_the_smallest_sample_of_the_last_span() {
         let t0 = Instant::now();
         let us = Duration::from_micros;
-        let mut rtt = RecentMin::default();
+        let mut rtt = Recent::smallest();
         // A cold wave: the first answer is the least queued one; the ones behind it wait.
         rtt.push(t0, us(700));
         for i in 0..20 {
             rtt.push(t0 + Duration::from_millis(i), us(2_000 + 100 * i));
         }
-        assert_eq!(rtt.min(), Some(us(700)));
+        assert_eq!(rtt.best(), Some(us(700)));
         assert_eq!(rtt.count, 21);
         // Samples taken longer than the span before the latest no longer count.
         let later = t0 + RTT_SPAN + Duration::from_micros(10_500);
         rtt.push(later, us(9_000));
-        assert_eq!(rtt.min(), Some(us(3_100)));
+        assert_eq!(rtt.best(), Some(us(3_100)));
         // A smaller sample replaces every larger one before it.
         rtt.push(later, us(1_000));
         assert_eq!(rtt.candidates.len(), 1);
-        assert_eq!(rtt.min(), Some(us(1_000)));
+        assert_eq!(rtt.best(), Some(us(1_000)));
         // Rising samples are held up to a bound.
         for i in 0..1_000 {
             rtt.push(later, us(2_000 + i));
@@ -744,7 +786,7 @@ mod tests {
         // Both measured: the model decides.
         {
             let mut e = link.lock();
-            e.total.push(3e8);
+            e.total.push(Instant::now(), 3e8);
         }
         let warm = table.estimate("http://h:1", 8).model;
         assert_eq!(warm.total_rate, 300_000_000.max(warm.connection_rate));
@@ -773,7 +815,7 @@ mod tests {
         bytes.fetch_add(10 << 20, Ordering::Relaxed);
         e.body_ended(ms(100), &bytes);
         assert_eq!(e.total.count, 1);
-        let closed = e.total.max().unwrap() as u64;
+        let closed = e.total.best().unwrap() as u64;
         assert_eq!(total(&e, ms(101), 1 << 30), closed);
     }
 
@@ -795,7 +837,7 @@ mod tests {
         bytes.fetch_add(20 << 20, Ordering::Relaxed);
         e.body_ended(ms(300), &bytes);
         assert_eq!(e.total.count, 1);
-        let rate = e.total.max().unwrap();
+        let rate = e.total.best().unwrap();
         assert!((rate - 20.0 * 1048576.0 / 0.1).abs() < 1.0, "{rate}");
     }
 
@@ -832,14 +874,14 @@ mod tests {
         long.body_ended(us(70_000), &bytes);
         long.body_ended(us(70_000), &bytes);
         long.body_started(us(90_000), us(70_000));
-        assert_eq!(long.total.max(), Some(2e8));
+        assert_eq!(long.total.best(), Some(2e8));
     }
 
     #[test]
     fn a_connection_carries_no_more_than_the_measured_link() {
         let mut e = Endpoint::new();
         e.rate.push(2e9);
-        e.total.push(1.25e8);
+        e.total.push(Instant::now(), 1.25e8);
         let m = e.estimate(64, Instant::now(), 0).model;
         assert_eq!(
             (m.connection_rate, m.total_rate),
