@@ -863,7 +863,7 @@ async fn run_transfer(here: &Here, batch: Arc<Shared>, work: Work, mut admitted:
             let end = last.get() + 1;
             let now = Instant::now();
             let got = at..at + data.len() as u64;
-            let link = Endpoint {
+            let link = CutLink {
                 gate,
                 meter: &env.meter,
                 here,
@@ -978,8 +978,8 @@ async fn run_transfer(here: &Here, batch: Arc<Shared>, work: Work, mut admitted:
     busy.finish(done);
 }
 
-/// A bulk transfer's endpoint, as its cutter asks of it (see `engine::cut`).
-struct Endpoint<'a> {
+/// A bulk transfer's endpoint, as its cutter asks of it (`cut::Link`, see `engine::cut`).
+struct CutLink<'a> {
     gate: &'a Gate,
     meter: &'a Meter<'a>,
     here: &'a Here,
@@ -987,7 +987,7 @@ struct Endpoint<'a> {
     now: Instant,
 }
 
-impl cut::Link for Endpoint<'_> {
+impl cut::Link for CutLink<'_> {
     /// On an open gate (a long round trip) a stream's first byte may hold its connection's
     /// handshake too: its rate is measured over round trips.
     fn rtt(&self) -> Option<Duration> {
