@@ -22,11 +22,13 @@ use super::{Entry, Open, Policy, Span};
 const SLACK: usize = 16;
 
 /// What a plan of spans costs: a price per transfer and per byte it fetches, in the units of
-/// the one bound of the cost model that the plan's time follows (see
-/// [`CostModel::slot_prices`](super::cost::CostModel)).
+/// the one bound of the cost model that the plan's time follows (the slots' bound, see
+/// `CostModel::slot_prices`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Prices {
+    /// The price of one transfer.
     pub(super) transfer: f64,
+    /// The price of one byte fetched.
     pub(super) byte: f64,
 }
 

@@ -29,12 +29,12 @@
 //! cheapest spans under its gap for that bound's prices are one more candidate (see
 //! `cheapest`: the sweep's greed can cost transfers where the amplification guard stops it).
 //! The guards plan and the plan without merging are candidates, so the chosen plan is never
-//! predicted slower than either. The four guards stay
-//! ceilings: a gap never exceeds the policy's, and every transfer or piece keeps its span,
-//! parts and amplification within them (a single read larger than the span limit may be cut, as
-//! the guards plan never does). A model may also cap a transfer's length
-//! ([`CostModel::max_transfer`], set while one connection's rate or the link's total is
-//! unmeasured): spans above it are then cut into pieces no longer than the cap, and no others.
+//! predicted slower than either. The four guards stay ceilings: a gap never exceeds the
+//! policy's, and every transfer or piece keeps its span, parts and amplification within them
+//! (a single read larger than the span limit may be cut, as the guards plan never does). A
+//! model may also cap a transfer's length ([`CostModel::max_transfer`], set while one
+//! connection's rate or the link's total is unmeasured): spans above it are then cut into
+//! pieces no longer than the cap, and no others.
 
 use std::time::Duration;
 
