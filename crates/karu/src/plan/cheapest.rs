@@ -4,8 +4,8 @@
 //!
 //! The sweep sends the fewest spans wherever only the gap, the span limit and the parts limit
 //! stop it and no read nests in another (a run of reads inside a span that keeps them keeps
-//! them too), but not where the amplification guard does: the read that ends one span may be the one the next span needed
-//! to start with, to reach further. Workload R's 10,000 random 4 KiB reads in 1 GiB under the
+//! them too), but not where the amplification guard does: the read that ends one span may be
+//! the one the next span needed to start with, to reach further. Workload R's 10,000 random 4 KiB reads in 1 GiB under the
 //! guards' gap are 2,430 transfers swept, and at least 2,095 within the guards; at 50 ms and
 //! 64 slots that is 38 rounds of round trips against 33. A span here keeps every guard as a
 //! transfer (each read within the gap of the bytes before it, the span and parts limits, and
@@ -52,10 +52,7 @@ pub(super) fn greed_may_cost(entries: &[Entry], gap: u64, policy: &Policy) -> bo
             open.join(e, policy);
             continue;
         }
-        if (e.offset <= open.last || e.offset - open.last - 1 <= gap)
-            && end - open.start < policy.limit
-            && open.parts < policy.parts
-        {
+        if open.reaches(e, gap, policy) {
             return true;
         }
         open = Open::new(e, policy);
@@ -88,7 +85,7 @@ pub(super) fn cheapest(
         let mut over = 0;
         loop {
             // A read alone is a transfer whatever the guards say (as in the sweep).
-            if j == i + 1 || u128::from(open.last - open.start) < open.budget {
+            if j == i + 1 || open.amplified_within() {
                 over = 0;
                 let cost = paid + open.length() as f64 * prices.byte;
                 if cost < best[j].0 {
@@ -101,11 +98,7 @@ pub(super) fn cheapest(
                 }
             }
             let Some(e) = entries.get(j) else { break };
-            let end = open.last.max(e.offset + (e.length - 1));
-            if !((e.offset <= open.last || e.offset - open.last - 1 <= gap)
-                && end - open.start < policy.limit
-                && open.parts < policy.parts)
-            {
+            if !open.reaches(e, gap, policy) {
                 break;
             }
             if *budget == 0 {

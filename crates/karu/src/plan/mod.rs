@@ -501,10 +501,22 @@ impl Open {
     /// guards: within the gap, the span limit, the parts limit and the amplification budget.
     fn joins(&self, e: &Entry, gap: u64, policy: &Policy) -> bool {
         let end = self.last.max(e.offset + (e.length - 1));
+        self.reaches(e, gap, policy)
+            && u128::from(end - self.start) < self.budget.saturating_add(share(e, policy))
+    }
+
+    /// Whether the next read (in offset order) is within the gap, the span limit and the
+    /// parts limit: every guard but amplification.
+    fn reaches(&self, e: &Entry, gap: u64, policy: &Policy) -> bool {
+        let end = self.last.max(e.offset + (e.length - 1));
         (e.offset <= self.last || e.offset - self.last - 1 <= gap)
             && end - self.start < policy.limit
             && self.parts < policy.parts
-            && u128::from(end - self.start) < self.budget.saturating_add(share(e, policy))
+    }
+
+    /// Whether the span keeps the amplification guard as it stands.
+    fn amplified_within(&self) -> bool {
+        u128::from(self.last - self.start) < self.budget
     }
 
     fn join(&mut self, e: &Entry, policy: &Policy) {
