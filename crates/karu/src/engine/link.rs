@@ -170,6 +170,10 @@ impl<V: Copy + PartialOrd> Recent<V> {
     }
 
     fn push(&mut self, at: Instant, v: V) {
+        // A sample that compares with nothing (NaN) would never be dropped nor beaten.
+        if v.partial_cmp(&v).is_none() {
+            return;
+        }
         let largest = self.largest;
         while self
             .candidates
@@ -720,6 +724,9 @@ mod tests {
         let later = t0 + RTT_SPAN + Duration::from_millis(150);
         e.total.push(later, 5e7);
         assert_eq!(total(&e, later), 200_000_000);
+        // A sample that is no number is not taken.
+        e.total.push(later, f64::NAN);
+        assert_eq!((total(&e, later), e.total.count), (200_000_000, 5));
     }
 
     #[test]

@@ -64,7 +64,8 @@ pub(super) fn greed_may_cost(entries: &[Entry], gap: u64, policy: &Policy) -> bo
 /// and `prices`, unless that takes more than `budget` steps (a step tries one read in one
 /// span; from each read a span grows until the gap, the span limit or the parts limit stops
 /// it, or [`SLACK`] reads have joined it without its keeping the amplification guard): then
-/// it returns false and appends nothing. `budget` is what is left of it afterwards.
+/// it returns false and appends nothing, as where its table cannot be allocated. `budget` is
+/// what is left of it afterwards.
 pub(super) fn cheapest(
     entries: &[Entry],
     gap: u64,
@@ -74,8 +75,13 @@ pub(super) fn cheapest(
     out: &mut Vec<Span>,
 ) -> bool {
     let n = entries.len();
-    // best[j]: the least cost of covering entries[..j], and where its last span starts.
-    let mut best: Vec<(f64, usize)> = vec![(f64::INFINITY, 0); n + 1];
+    // best[j]: the least cost of covering entries[..j], and where its last span starts. A
+    // table that cannot be allocated drops the candidate (the sweep's plans stand).
+    let mut best: Vec<(f64, usize)> = Vec::new();
+    if best.try_reserve_exact(n + 1).is_err() {
+        return false;
+    }
+    best.resize(n + 1, (f64::INFINITY, 0));
     best[0].0 = 0.0;
     for i in 0..n {
         let paid = best[i].0 + prices.transfer;
