@@ -84,12 +84,22 @@ pub(crate) const TOTAL_WINDOW: Duration = Duration::from_millis(50);
 pub(crate) const TOTAL_BYTES: u64 = 1 << 20;
 /// Shortest open window that stands in for the total rate while none has closed. A shorter
 /// one is mostly a cold start: a cold wave's first answers come while its requests are still
-/// leaving and the server opens its connections. On s3s-fs at 20 ms, first rounds of 10–16
-/// ms read 230–440 MB/s where the server carries 400–420 MB/s, and the re-plans they fed
-/// sent 3,800–4,300 transfers in 1.6–1.7 s against the guards' 2,430 in 1.3 s (7 runs,
-/// 2026-12-05); a link that is slow (1 Gbit/s) keeps a first round's bodies arriving for
-/// 30–50 ms, long enough to be read (110–144 MB/s there).
-pub(crate) const OPEN_WINDOW: Duration = Duration::from_millis(20);
+/// leaving, and the server and any proxy open their connections and start their tasks. On
+/// s3s-fs at 20 ms, first rounds of 10–16 ms read 230–440 MB/s where the server carries
+/// 400–420 MB/s, and the re-plans they fed sent 3,800–4,300 transfers in 1.6–1.7 s against
+/// the guards' 2,430 in 1.3 s (7 runs, 2026-12-05). Through the test kit proxy at 20 ms
+/// (workload R, cold clients, 2026-12-07) the first wave's 50 transfers (8.8 MB) kept bodies
+/// owed for 15–38 ms and read 240–410 MB/s, where warm batches carry 1.4 GB/s less their
+/// requests' cost: with a 20 ms threshold the runs whose wave outlasted it re-planned
+/// 2,700–3,000 transfers in 1.21–1.31 s, the others (on the prior) 2,100 in 0.97–1.11 (in 1
+/// and 2 of 5 runs, and 3 of 5 in the full matrix); at 5 ms, 4 of 5 re-planned 5,053–6,865
+/// transfers in 0.88–1.19 s. With 40 ms, 5 of 5 at 20 ms sent 2,100 in 0.95–1.03 s, and at 5
+/// ms 2,451–2,814 in 0.70–1.09 s (median 0.78). A slow link keeps a first round's bodies
+/// arriving long enough to be read: at 1 Gbit/s the wave's 8.8 MB take 70 ms (83–118 MB/s
+/// read at 40 ms; 5,053 transfers at 20 ms and 8,958–9,331 at RTT 0, as with 20 ms), and so
+/// do s3s-fs's slow streams (its R at 5 and 20 ms re-planned 6,865 and 5,053 transfers,
+/// 0.87× and 0.79× the fastest other reader).
+pub(crate) const OPEN_WINDOW: Duration = Duration::from_millis(40);
 /// The client's per-request work besides building and signing (writing the request, parsing
 /// the response head, completing the reads): measured once on loopback, not per request.
 pub(crate) const TRANSPORT_COST: Duration = Duration::from_micros(25);
@@ -811,13 +821,14 @@ mod tests {
         e.body_started(t0, t0);
         // Too short, or too few bytes, or one body alone: the prior.
         assert_eq!(total(&e, ms(5), 4 << 20), CostModel::PRIOR_TOTAL_RATE);
-        // A first round's 15 ms are mostly its cold start.
+        // A first round's 15 or 35 ms are mostly its cold start.
         assert_eq!(total(&e, ms(15), 4 << 20), CostModel::PRIOR_TOTAL_RATE);
-        assert_eq!(total(&e, ms(20), 1000), CostModel::PRIOR_TOTAL_RATE);
+        assert_eq!(total(&e, ms(35), 4 << 20), CostModel::PRIOR_TOTAL_RATE);
+        assert_eq!(total(&e, ms(40), 1000), CostModel::PRIOR_TOTAL_RATE);
         let lone = Endpoint::new();
-        assert_eq!(total(&lone, ms(20), 4 << 20), CostModel::PRIOR_TOTAL_RATE);
-        // 2.5 MB over 20 ms of two bodies: 125 MB/s.
-        assert_eq!(total(&e, ms(20), 2_500_000), 125_000_000);
+        assert_eq!(total(&lone, ms(40), 4 << 20), CostModel::PRIOR_TOTAL_RATE);
+        // 5 MB over 40 ms of two bodies: 125 MB/s.
+        assert_eq!(total(&e, ms(40), 5_000_000), 125_000_000);
         // A closed window replaces it.
         bytes.fetch_add(10 << 20, Ordering::Relaxed);
         e.body_ended(ms(100), &bytes);
