@@ -221,7 +221,10 @@ impl Client {
             Some(e) if e.is_cold() => wave::size(&planned, e.model.concurrency as usize),
             _ => planned.transfers.len(),
         };
-        let mut transfers = planned.transfers;
+        let spent = planned.transfers[..wave].iter().fold(0u64, |a, t| {
+            a.saturating_add(wave::unasked(&planned.parts, t))
+        });
+        let mut transfers = std::mem::take(&mut planned.transfers);
         let later = transfers.split_off(wave);
         Counters::add(&shared.counters.transfers, transfers.len() as u64);
         let mut work = work(&mut slots, transfers, &planned.parts);
@@ -236,6 +239,7 @@ impl Client {
             .flatten()
             .filter(|_| work.len() > 1)
             .map(|i| work.remove(i));
+        let extend = cold.is_some();
         let wave = (!later.is_empty()).then(|| match cold {
             Some(endpoint) => {
                 let engine = Arc::clone(&engine);
@@ -247,16 +251,35 @@ impl Client {
             w.wave = wave.as_ref().map(Wave::ticket);
         }
         if let Some(wave) = wave {
-            // What the wave left in the slots is what it holds back, collected into the
-            // slots' own buffer: `filter_map` collects in place (`flatten` does not), so
-            // the batch's reads are not copied while the wave runs.
-            #[allow(clippy::filter_map_identity)]
-            let held: Vec<Read> = slots.into_iter().filter_map(|r| r).collect();
+            let held = Arc::new(Mutex::new(Held {
+                slots,
+                later: later.into_iter(),
+                parts: std::mem::take(&mut planned.parts),
+                waste: wave::COLD_WASTE.saturating_sub(spent),
+                done: false,
+            }));
+            if extend {
+                // While the re-plan waits for the total rate, the first plan's transfers
+                // that fetch no more gaps than the wave may keep the slots busy.
+                let (engine, batch, held) =
+                    (Arc::clone(&engine), Arc::clone(&shared), Arc::clone(&held));
+                wave.extend_with(Arc::new(move |wave: &Arc<Wave>| {
+                    if batch.is_cancelled() {
+                        return;
+                    }
+                    let next = held.lock().unwrap_or_else(|e| e.into_inner()).next(wave);
+                    if let Some(work) = next {
+                        Counters::add(&batch.counters.transfers, 1);
+                        engine.dispatch(&batch, vec![work]);
+                    }
+                }));
+            }
             let client = self.clone();
             let batch = Arc::clone(&shared);
             wave.arm(Box::new(move || {
+                let reads = held.lock().unwrap_or_else(|e| e.into_inner()).take();
                 if !batch.is_cancelled() {
-                    client.send_held(&batch, held, &policy);
+                    client.send_held(&batch, reads, &policy);
                 }
             }));
         }
@@ -594,6 +617,63 @@ fn plan_reads(reads: &[Read], policy: &Policy, estimate: Option<&LinkEstimate>) 
 
 /// A read's version condition, as a transfer carries it.
 type Pinned = Option<Box<Condition>>;
+
+/// What a first wave holds back: the reads it left, and the rest of the first plan, from
+/// which transfers may still go while the re-plan waits for the link's total rate (see
+/// `engine::wave`).
+struct Held {
+    slots: Vec<Option<Read>>,
+    later: std::vec::IntoIter<Transfer>,
+    parts: Vec<Part>,
+    /// Gap bytes the first plan's transfers may still fetch ([`wave::COLD_WASTE`] less the
+    /// wave's).
+    waste: u64,
+    /// The re-plan took the reads: nothing more goes from the first plan.
+    done: bool,
+}
+
+impl Held {
+    /// The first plan's next transfer, as work of `wave`, if it fetches no more gap bytes
+    /// than are left and reads only whole reads (a split read's pieces go together, with the
+    /// re-plan). In the plan's order, stopping at the first that does not: a wave stopped by
+    /// its gaps grows by nothing, as the rest of such a plan is what the re-plan must price.
+    fn next(&mut self, wave: &Arc<Wave>) -> Option<Work> {
+        if self.done {
+            return None;
+        }
+        let whole = |p: &Part| {
+            p.skip == 0
+                && self.slots[p.index]
+                    .as_ref()
+                    .is_some_and(|r| r.length == p.length)
+        };
+        let t = self.later.as_slice().first()?;
+        let unasked = wave::unasked(&self.parts, t);
+        if unasked > self.waste || !self.parts[t.parts.clone()].iter().all(whole) {
+            return None;
+        }
+        let t = self.later.next()?;
+        self.waste -= unasked;
+        let mut work = work(&mut self.slots, vec![t], &self.parts).pop()?;
+        work.wave = Some(wave.grow());
+        Some(work)
+    }
+
+    /// The reads still held, for the re-plan; nothing more goes from the first plan. They
+    /// are collected into the slots' own buffer: `filter_map` collects in place (`flatten`
+    /// does not), so the batch's reads are not copied.
+    fn take(&mut self) -> Vec<Read> {
+        self.done = true;
+        // The first plan goes now, not after the re-plan that takes its place.
+        self.later = Vec::new().into_iter();
+        self.parts = Vec::new();
+        #[allow(clippy::filter_map_identity)]
+        std::mem::take(&mut self.slots)
+            .into_iter()
+            .filter_map(|r| r)
+            .collect()
+    }
+}
 
 /// Turns planned transfers into work, taking each read from `slots` (a read split into
 /// pieces once, into the destination its pieces share); a wave's tickets are the caller's.

@@ -169,3 +169,40 @@ fn a_long_cold_batch_after_its_probe_reads_every_byte_and_a_warm_one_sends_no_pr
         "a warm client's first requests went one at a time"
     );
 }
+
+#[test]
+fn while_a_cold_batch_waits_to_re_plan_the_first_plans_transfers_keep_the_slots_busy() {
+    let server = RangeServer::start();
+    // One read whose answer waits 2 s, then 60 that are answered at once, all at one endpoint:
+    // their 4 KiB bodies never measure the link's total, so the re-plan waits for the first
+    // wave's end, which the slow read holds.
+    let slow = Locator::parse(&server.url("/ok/a-slow?size=1048576&delay_ms=2000")).unwrap();
+    let fast = Locator::parse(&server.url("/ok/b-fast?size=67108864")).unwrap();
+    let c = client(&[
+        ("KARU_CONCURRENCY", "4"),
+        ("KARU_COALESCE_GAP", "0"),
+        ("KARU_COALESCE_MODE", "cost"),
+    ]);
+    let mut reads = vec![Read::new(&slow, 0, 4096).tag(u64::MAX)];
+    reads.extend((0..60u64).map(|i| Read::new(&fast, i << 20, 4096).tag(i)));
+    let b = c.submit(reads).unwrap();
+    // Completion order: every fast read (the wave's and the first plan's after it, on the
+    // three slots the slow one leaves) ends before the slow one does.
+    let order: Vec<u64> = (&b)
+        .into_iter()
+        .map(|d| {
+            assert!(d.result.is_ok(), "{:?}", d.result);
+            let (name, at) = match d.tag {
+                u64::MAX => ("a-slow", 0),
+                i => ("b-fast", i << 20),
+            };
+            content::check(name, at, d.bytes()).unwrap();
+            d.tag
+        })
+        .collect();
+    assert_eq!(order.len(), 61);
+    assert_eq!(order.last(), Some(&u64::MAX), "{order:?}");
+    let stats = b.stats();
+    assert_eq!(stats.transfers, 61);
+    assert_eq!(stats.transfers_finished, stats.transfers);
+}

@@ -18,6 +18,20 @@
 //! cost little: at RTT 0 uncapped medians of 335 against 325 ms (10 batches each, 258–421 ms),
 //! at 20 ms the same 2,465 transfers in 979–989 against 974–998 ms (4 each).
 //!
+//! While the re-plan waits, a slot whose transfer has ended would idle until the wave's last
+//! one ends: workload S at 20 ms (250 reads of 64 KiB, a wave of 128 on 64 slots) sent its
+//! third round only once the slowest of its second had ended (the 129th request reached the
+//! test kit server 94–104 ms after the batch began, against 79–102 for object_store's
+//! `get_range` ×64), 148 against 143 ms (21 runs, 2026-12-07). So once half the wave has
+//! ended, each end sends the first plan's next transfer as part of the wave (which then ends
+//! later), in the plan's order for as long as each fetches no more gap bytes than
+//! [`COLD_WASTE`] has left and reads only whole reads: transfers the re-plan could not price
+//! wrongly. S at 20 ms then took 139 against 140 ms. A wave stopped by its gaps grows by
+//! nothing: its rest is what the re-plan must price. Taking any transfer that fits instead
+//! (workload R's isolated 4 KiB reads after its merged ones) kept the slots busy with small
+//! bodies until the open window read their requests' cost as a low total (236 MB/s), and the
+//! re-plan sent 4,400 transfers in 1.9 s where the wave's end had sent 2,100 in 1.05.
+//!
 //! The priors' merges are a guess (a 20 ms round trip at 10 Gbit/s), so the wave fetches at
 //! most [`COLD_WASTE`] bytes that no read asked for: on a short round trip under a slow link,
 //! sparse reads merged by the priors cost a wave of 128 transfers 20 MB of gaps (workload R
@@ -39,7 +53,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::plan::{CostModel, Plan};
+use crate::plan::{CostModel, Part, Plan, Transfer};
 
 /// How many round trips a cold plan must be predicted to take (under the priors) for its
 /// first wave to wait for a lone probe: the wait (at most [`PATIENCE`], about a round trip
@@ -71,12 +85,7 @@ pub(crate) fn size(plan: &Plan, slots: usize) -> usize {
     let mut waste = 0u64;
     let mut n = 0;
     while n < most {
-        let t = &transfers[n];
-        let asked = plan
-            .parts_of(t)
-            .iter()
-            .fold(0u64, |a, p| a.saturating_add(p.length));
-        waste = waste.saturating_add(t.length.saturating_sub(asked));
+        waste = waste.saturating_add(unasked(&plan.parts, &transfers[n]));
         if n > 0 && waste > COLD_WASTE {
             break;
         }
@@ -93,16 +102,33 @@ pub(crate) fn size(plan: &Plan, slots: usize) -> usize {
     n
 }
 
+/// The bytes a transfer fetches that none of its reads asked for (its gaps), `parts` being
+/// its plan's.
+pub(crate) fn unasked(parts: &[Part], t: &Transfer) -> u64 {
+    let asked = parts[t.parts.clone()]
+        .iter()
+        .fold(0u64, |a, p| a.saturating_add(p.length));
+    t.length.saturating_sub(asked)
+}
+
 /// What re-plans and sends the reads held back.
 pub(crate) type Replan = Box<dyn FnOnce() + Send>;
+
+/// What sends one more transfer of the first plan, with a ticket of the wave it is given
+/// ([`Wave::grow`]), while the re-plan waits for the total rate.
+pub(crate) type Extend = Arc<dyn Fn(&Arc<Wave>) + Send + Sync>;
 
 /// A first wave of `size` transfers: once half of them have ended, the re-plan runs (once) on
 /// the thread that ended the last of those.
 pub(crate) struct Wave {
     trigger: usize,
-    size: usize,
+    /// Transfers in the wave: its first ones and those it grew by ([`Wave::grow`]).
+    size: AtomicUsize,
     ended: AtomicUsize,
     replan: Mutex<Stage>,
+    /// What keeps the slots busy while the re-plan waits for the total rate, if anything;
+    /// dropped once the re-plan runs.
+    extend: Mutex<Option<Extend>>,
     /// Whether the link's total rate is measured (see [`Wave::until`]).
     measured: Option<Measured>,
     /// How long a running transfer of the wave counts as running at most (a probe's).
@@ -138,9 +164,10 @@ impl Wave {
     fn of(size: usize, measured: Option<Measured>) -> Wave {
         Wave {
             trigger: size.div_ceil(2).max(1),
-            size,
+            size: AtomicUsize::new(size),
             ended: AtomicUsize::new(0),
             replan: Mutex::new(Stage::Unarmed { due: false }),
+            extend: Mutex::new(None),
             measured,
             patience: None,
         }
@@ -170,8 +197,36 @@ impl Wave {
         }
     }
 
+    /// Gives what keeps the slots busy while the re-plan waits for the total rate: once
+    /// half the wave has ended, each later end of one of its transfers calls it.
+    pub(crate) fn extend_with(&self, extend: Extend) {
+        *self.extend.lock().unwrap_or_else(|e| e.into_inner()) = Some(extend);
+    }
+
+    /// The ticket of a transfer the wave grows by (sent by its [`Extend`]): the wave ends
+    /// once it has ended too.
+    pub(crate) fn grow(self: &Arc<Self>) -> Ticket {
+        self.size.fetch_add(1, Ordering::AcqRel);
+        self.ticket()
+    }
+
+    /// Calls the extension, if any, without holding its lock: what it sends may end at once
+    /// (a transfer that cannot be sent fails where it is given) and come back here.
+    fn extend(self: &Arc<Self>) {
+        let extend = self
+            .extend
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(extend) = extend {
+            extend(self);
+        }
+    }
+
     /// The wave asks for its re-plan: runs it if armed, else marks it due.
     fn fire(&self) {
+        // The extension holds the batch: it goes with the wait it served.
+        drop(self.extend.lock().unwrap_or_else(|e| e.into_inner()).take());
         let mut stage = self.replan.lock().unwrap_or_else(|e| e.into_inner());
         match std::mem::replace(&mut *stage, Stage::Done) {
             Stage::Armed(replan) => {
@@ -231,10 +286,15 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         let wave = &self.0;
         let ended = wave.ended.fetch_add(1, Ordering::AcqRel) + 1;
-        if ended >= wave.trigger
-            && (ended >= wave.size || wave.measured.as_ref().is_none_or(|known| known()))
+        if ended < wave.trigger {
+            return;
+        }
+        if ended >= wave.size.load(Ordering::Acquire)
+            || wave.measured.as_ref().is_none_or(|known| known())
         {
             wave.fire();
+        } else {
+            wave.extend();
         }
     }
 }
@@ -242,7 +302,6 @@ impl Drop for Ticket {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Part, Transfer};
 
     /// A plan of `n` transfers: the `i`th at `offset(i)` of `length` bytes, whose parts ask
     /// for `parts(i)` (length, skip).
@@ -390,6 +449,88 @@ mod tests {
         assert_eq!(run(Some(5)), Some(5));
         // Never measured: at the wave's end.
         assert_eq!(run(None), Some(6));
+    }
+
+    /// An `until` wave of `size` armed with a counter, whose extension hands out at most
+    /// `more` grown tickets into the returned list.
+    #[allow(clippy::type_complexity)]
+    fn growing(
+        size: usize,
+        more: usize,
+        known: &Arc<std::sync::atomic::AtomicBool>,
+    ) -> (Arc<Wave>, Arc<AtomicUsize>, Arc<Mutex<Vec<Ticket>>>) {
+        let k = Arc::clone(known);
+        let wave = Wave::until(size, Box::new(move || k.load(Ordering::SeqCst)));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = Arc::clone(&ran);
+        wave.arm(Box::new(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        }));
+        let grown: Arc<Mutex<Vec<Ticket>>> = Arc::default();
+        let (g, left) = (Arc::clone(&grown), AtomicUsize::new(more));
+        wave.extend_with(Arc::new(move |wave: &Arc<Wave>| {
+            let one = left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            if one.is_ok() {
+                g.lock().unwrap().push(wave.grow());
+            }
+        }));
+        (wave, ran, grown)
+    }
+
+    #[test]
+    fn while_the_replan_waits_each_end_after_half_the_wave_grows_it_until_the_first_plan_runs_out()
+    {
+        let known = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (wave, ran, grown) = growing(4, 3, &known);
+        let count = |g: &Mutex<Vec<Ticket>>| g.lock().unwrap().len();
+        let mut tickets: Vec<Ticket> = (0..4).map(|_| wave.ticket()).collect();
+        drop(tickets.pop());
+        assert_eq!(
+            count(&grown),
+            0,
+            "before half the wave, its own second round runs"
+        );
+        drop(tickets.pop());
+        drop(tickets.pop());
+        assert_eq!(count(&grown), 2, "one more per end");
+        drop(tickets.pop());
+        assert_eq!(count(&grown), 3);
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            0,
+            "the grown transfers are the wave's"
+        );
+        // The first plan has nothing more to give: the re-plan runs as the last one ends.
+        let mut more = std::mem::take(&mut *grown.lock().unwrap());
+        drop(more.pop());
+        drop(more.pop());
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        drop(more.pop());
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        assert_eq!(count(&grown), 0);
+    }
+
+    #[test]
+    fn once_the_total_rate_is_measured_the_replan_runs_and_the_wave_grows_no_more() {
+        let known = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (wave, ran, grown) = growing(4, 100, &known);
+        let mut tickets: Vec<Ticket> = (0..4).map(|_| wave.ticket()).collect();
+        drop(tickets.pop());
+        drop(tickets.pop());
+        assert_eq!(grown.lock().unwrap().len(), 1);
+        known.store(true, Ordering::SeqCst);
+        drop(tickets.pop());
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "measured");
+        // The extension went with the wait: later ends neither grow the wave nor re-plan.
+        assert!(wave.extend.lock().unwrap().is_none());
+        drop(tickets);
+        assert_eq!(
+            grown.lock().unwrap().len(),
+            1,
+            "no growth after the re-plan"
+        );
+        drop(std::mem::take(&mut *grown.lock().unwrap()));
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "once");
     }
 
     #[test]
