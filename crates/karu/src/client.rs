@@ -251,13 +251,19 @@ impl Client {
             w.wave = wave.as_ref().map(Wave::ticket);
         }
         if let Some(wave) = wave {
-            let held = Arc::new(Mutex::new(Held {
+            let mut held = Held {
                 slots,
                 later: later.into_iter(),
                 parts: std::mem::take(&mut planned.parts),
                 waste: wave::COLD_WASTE.saturating_sub(spent),
-                done: false,
-            }));
+            };
+            // A wave whose re-plan waits at most for half of it, or whose first plan has no
+            // transfer to give, keeps none of that plan.
+            let extend = extend && held.fits().is_some();
+            if !extend {
+                held.drop_plan();
+            }
+            let held = Arc::new(Mutex::new(held));
             if extend {
                 // While the re-plan waits for the total rate, the first plan's transfers
                 // that fetch no more gaps than the wave may keep the slots busy.
@@ -628,8 +634,6 @@ struct Held {
     /// Gap bytes the first plan's transfers may still fetch ([`wave::COLD_WASTE`] less the
     /// wave's).
     waste: u64,
-    /// The re-plan took the reads: nothing more goes from the first plan.
-    done: bool,
 }
 
 impl Held {
@@ -638,9 +642,16 @@ impl Held {
     /// re-plan). In the plan's order, stopping at the first that does not: a wave stopped by
     /// its gaps grows by nothing, as the rest of such a plan is what the re-plan must price.
     fn next(&mut self, wave: &Arc<Wave>) -> Option<Work> {
-        if self.done {
-            return None;
-        }
+        let unasked = self.fits()?;
+        let t = self.later.next()?;
+        self.waste -= unasked;
+        let mut work = work(&mut self.slots, vec![t], &self.parts).pop()?;
+        work.wave = Some(wave.grow());
+        Some(work)
+    }
+
+    /// The gap bytes of the first plan's next transfer, if it may go (see [`Held::next`]).
+    fn fits(&self) -> Option<u64> {
         let whole = |p: &Part| {
             p.skip == 0
                 && self.slots[p.index]
@@ -649,24 +660,22 @@ impl Held {
         };
         let t = self.later.as_slice().first()?;
         let unasked = wave::unasked(&self.parts, t);
-        if unasked > self.waste || !self.parts[t.parts.clone()].iter().all(whole) {
-            return None;
-        }
-        let t = self.later.next()?;
-        self.waste -= unasked;
-        let mut work = work(&mut self.slots, vec![t], &self.parts).pop()?;
-        work.wave = Some(wave.grow());
-        Some(work)
+        (unasked <= self.waste && self.parts[t.parts.clone()].iter().all(whole)).then_some(unasked)
+    }
+
+    /// Lets the first plan go: nothing more is sent from it.
+    fn drop_plan(&mut self) {
+        self.later = Vec::new().into_iter();
+        self.parts = Vec::new();
     }
 
     /// The reads still held, for the re-plan; nothing more goes from the first plan. They
     /// are collected into the slots' own buffer: `filter_map` collects in place (`flatten`
     /// does not), so the batch's reads are not copied.
     fn take(&mut self) -> Vec<Read> {
-        self.done = true;
-        // The first plan goes now, not after the re-plan that takes its place.
-        self.later = Vec::new().into_iter();
-        self.parts = Vec::new();
+        // The first plan goes now (nothing more is sent from it), not after the re-plan that
+        // takes its place.
+        self.drop_plan();
         #[allow(clippy::filter_map_identity)]
         std::mem::take(&mut self.slots)
             .into_iter()

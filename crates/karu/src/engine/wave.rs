@@ -225,8 +225,10 @@ impl Wave {
 
     /// The wave asks for its re-plan: runs it if armed, else marks it due.
     fn fire(&self) {
-        // The extension holds the batch: it goes with the wait it served.
-        drop(self.extend.lock().unwrap_or_else(|e| e.into_inner()).take());
+        // The extension holds the batch: it goes with the wait it served, dropped once the
+        // lock is released (what it holds may end a transfer of this wave, which comes here).
+        let extend = self.extend.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop(extend);
         let mut stage = self.replan.lock().unwrap_or_else(|e| e.into_inner());
         match std::mem::replace(&mut *stage, Stage::Done) {
             Stage::Armed(replan) => {
