@@ -217,13 +217,11 @@ impl Client {
             .collect();
         shared.complete(rejected);
 
-        let wave = match estimate {
+        // The first wave's transfers, and the gap bytes they fetch.
+        let (wave, spent) = match estimate {
             Some(e) if e.is_cold() => wave::size(&planned, e.model.concurrency as usize),
-            _ => planned.transfers.len(),
+            _ => (planned.transfers.len(), 0),
         };
-        let spent = planned.transfers[..wave].iter().fold(0u64, |a, t| {
-            a.saturating_add(wave::unasked(&planned.parts, t))
-        });
         let mut transfers = std::mem::take(&mut planned.transfers);
         let later = transfers.split_off(wave);
         Counters::add(&shared.counters.transfers, transfers.len() as u64);
@@ -652,15 +650,12 @@ impl Held {
 
     /// The gap bytes of the first plan's next transfer, if it may go (see [`Held::next`]).
     fn fits(&self) -> Option<u64> {
-        let whole = |p: &Part| {
-            p.skip == 0
-                && self.slots[p.index]
-                    .as_ref()
-                    .is_some_and(|r| r.length == p.length)
-        };
         let t = self.later.as_slice().first()?;
         let unasked = wave::unasked(&self.parts, t);
-        (unasked <= self.waste && self.parts[t.parts.clone()].iter().all(whole)).then_some(unasked)
+        let whole = self.parts[t.parts.clone()]
+            .iter()
+            .all(|p| whole(&self.slots, p));
+        (unasked <= self.waste && whole).then_some(unasked)
     }
 
     /// Lets the first plan go: nothing more is sent from it.
@@ -684,6 +679,14 @@ impl Held {
     }
 }
 
+/// Whether part `p` is a whole read still in `slots` (not a piece of a split one).
+fn whole(slots: &[Option<Read>], p: &Part) -> bool {
+    p.skip == 0
+        && slots[p.index]
+            .as_ref()
+            .is_some_and(|r| r.length == p.length)
+}
+
 /// Turns planned transfers into work, taking each read from `slots` (a read split into
 /// pieces once, into the destination its pieces share); a wave's tickets are the caller's.
 fn work(slots: &mut [Option<Read>], transfers: Vec<Transfer>, parts: &[Part]) -> Vec<Work> {
@@ -705,11 +708,7 @@ fn work(slots: &mut [Option<Read>], transfers: Vec<Transfer>, parts: &[Part]) ->
         let mut reads = Vec::with_capacity(t.parts.len());
         let mut pieces = Vec::new();
         for p in &parts[t.parts] {
-            let whole = p.skip == 0
-                && slots[p.index]
-                    .as_ref()
-                    .is_some_and(|r| r.length == p.length);
-            if whole {
+            if whole(slots, p) {
                 let read = slots[p.index].take().expect("a read is planned once");
                 reads.push(PartRead {
                     offset: p.offset,

@@ -76,19 +76,21 @@ pub(crate) fn worth_a_probe(model: &CostModel, plan: &Plan) -> bool {
 /// there, and a few milliseconds of a 10 Gbit/s link where the priors are right.
 pub(crate) const COLD_WASTE: u64 = 8 << 20;
 
-/// How many of a cold plan's transfers its first wave sends: two per concurrency slot, at
+/// How many of a cold plan's transfers its first wave sends (two per concurrency slot, at
 /// least one, no more than [`COLD_WASTE`] bytes that no read asked for, and no split read left
-/// half in it (its pieces are consecutive transfers).
-pub(crate) fn size(plan: &Plan, slots: usize) -> usize {
+/// half in it: its pieces are consecutive transfers), and the bytes no read asked for that
+/// they fetch.
+pub(crate) fn size(plan: &Plan, slots: usize) -> (usize, u64) {
     let transfers = &plan.transfers;
     let most = slots.max(1).saturating_mul(2).min(transfers.len());
     let mut waste = 0u64;
     let mut n = 0;
     while n < most {
-        waste = waste.saturating_add(unasked(&plan.parts, &transfers[n]));
-        if n > 0 && waste > COLD_WASTE {
+        let more = waste.saturating_add(unasked(&plan.parts, &transfers[n]));
+        if n > 0 && more > COLD_WASTE {
             break;
         }
+        waste = more;
         n += 1;
     }
     while n < transfers.len()
@@ -97,9 +99,10 @@ pub(crate) fn size(plan: &Plan, slots: usize) -> usize {
             .first()
             .is_some_and(|p| p.skip > 0)
     {
+        waste = waste.saturating_add(unasked(&plan.parts, &transfers[n]));
         n += 1;
     }
-    n
+    (n, waste)
 }
 
 /// The bytes a transfer fetches that none of its reads asked for (its gaps), `parts` being
@@ -342,17 +345,17 @@ mod tests {
     fn a_wave_is_two_transfers_per_slot_and_fetches_little_that_no_read_asked_for() {
         // Whole reads: two per slot.
         let whole = plan(100, |i| i << 20, 4096, &[(4096, 0)]);
-        assert_eq!(size(&whole, 8), 16);
-        assert_eq!(size(&whole, 64), 100);
+        assert_eq!(size(&whole, 8).0, 16);
+        assert_eq!(size(&whole, 64).0, 100);
         // Merged transfers of 1 MiB for two 4 KiB reads: the gaps stop the wave at 8 MiB.
         let merged = plan(100, |i| i << 20, 1 << 20, &[(4096, 0), (4096, 0)]);
-        let n = size(&merged, 64);
+        let n = size(&merged, 64).0;
         assert_eq!(n, (COLD_WASTE / ((1 << 20) - 8192)) as usize);
         // One transfer goes whatever its gaps.
-        assert_eq!(size(&plan(1, |_| 0, 1 << 40, &[(1, 0), (1, 0)]), 64), 1);
+        assert_eq!(size(&plan(1, |_| 0, 1 << 40, &[(1, 0), (1, 0)]), 64).0, 1);
         // A split read's pieces stay together.
         let pieces = plan_of(4, |i| i << 23, 8 << 20, |i| vec![(8 << 20, i << 23)]);
-        assert_eq!(size(&pieces, 1), 4);
+        assert_eq!(size(&pieces, 1).0, 4);
     }
 
     #[test]

@@ -5,9 +5,9 @@
 //! The sweep sends the fewest spans wherever only the gap, the span limit and the parts limit
 //! stop it and no read nests in another (a run of reads inside a span that keeps them keeps
 //! them too), but not where the amplification guard does: the read that ends one span may be
-//! the one the next span needed to start with, to reach further. Workload R's 10,000 random 4 KiB reads in 1 GiB under the
-//! guards' gap are 2,430 transfers swept, and at least 2,095 within the guards; at 50 ms and
-//! 64 slots that is 38 rounds of round trips against 33. A span here keeps every guard as a
+//! the one the next span needed to start with, to reach further. Workload R's 10,000 random
+//! 4 KiB reads in 1 GiB under the guards' gap are 2,430 transfers swept, and at least 2,095
+//! within the guards; at 50 ms and 64 slots that is 38 rounds of round trips against 33. A span here keeps every guard as a
 //! transfer (each read within the gap of the bytes before it, the span and parts limits, and
 //! its span at most the amplification guard times its reads' bytes), but unlike the sweep's it
 //! may pass through runs that do not: the bytes of its later reads pay for its earlier gaps.
