@@ -27,9 +27,19 @@
 //! only shares it. But that total, measured while those streams run, is only their sum, which
 //! would stop every cut where each stream is slow (S3 serves about 100 MB/s a connection), so
 //! the gate tries (`Gate::tails`): its first cut adds at most as many streams as run, under the
-//! prior's total; once the tails carry bytes, the streams together must carry more by the
-//! probing's gain for a doubling, or the measured total is the link's from then on. A tail is
-//! a transfer like any other, so it may be cut again.
+//! prior's total, once neither the stream's rate nor the streams' is still climbing
+//! ([`rising`]); once the tails carry bytes, the streams together must carry more by the
+//! probing's gain for a doubling, or what they carried (or the measured total, if more) is the
+//! link's from then on. A tail is a transfer like any other, so it may be cut again.
+//!
+//! Before both (2026-12-08), workload C's cold batches through the test kit proxy at 5 ms
+//! began their trial 15 ms after the first bytes, while the streams together read 100–320
+//! MB/s and later carried 440–600: 2 of 12 runs read the climb as growth and cut 9–12 tails.
+//! And a trial judged as no growth before the link's total was measured (C at RTT 0 behind
+//! 150 MB/s a connection, where the gate had opened) left the prior's 1.25 GB/s as the
+//! ceiling: 15 more tails followed at once. After, 5 of 8 runs at 5 ms cut no tail and the
+//! rest 1–3; in `karu-bench` C at 20 ms cut none in 17 of 18 runs on the test kit server and
+//! nginx (2–3 tails in 10 of 18 before), its walls within their spread (see BENCHMARKS.md).
 //!
 //! The rate is the stream's over its last one or two spans (at least [`MIN_WINDOW`]), and no
 //! cut is looked for in its first [`RAMP`] spans: a new connection carries little in its first
@@ -109,8 +119,9 @@ pub(crate) trait Link {
     /// its rate over (see the module docs); asked once per answer.
     fn rtt(&self) -> Option<Duration>;
     /// How many tails the link has room for beside a stream of `rate` while the endpoint's
-    /// streams carry `together` (bytes per second); asked only when a cut would pay.
-    fn room(&self, rate: f64, together: f64) -> u32;
+    /// streams carry `together` (bytes per second), `rising` if either still speeds up (see
+    /// [`rising`]); asked only when a cut would pay.
+    fn room(&self, rate: f64, together: f64, rising: bool) -> u32;
 }
 
 /// Where a stream is cut: it carries its bytes up to `at`, and the rest is shared by tails
@@ -218,7 +229,8 @@ impl Cutter {
         // Whether one tail pays at all, before asking for room.
         share(d, rate, self.pos, end, 1)?;
         let together = endpoint_bytes.saturating_sub(from.endpoint) as f64 / secs;
-        let most = most_tails(d, rate, self.pos, end).min(link.room(rate, together));
+        let rising = rising(from, a.mark, a.bytes, endpoint_bytes, now);
+        let most = most_tails(d, rate, self.pos, end).min(link.room(rate, together, rising));
         if most == 0 {
             // The link is busy: asked again a span later, not with every chunk.
             self.next = now.checked_add(span);
@@ -239,6 +251,27 @@ impl Cutter {
     pub(crate) fn no_room(&mut self, now: Instant) {
         self.next = now.checked_add(BACK_OFF);
     }
+}
+
+/// Whether a stream that has carried `bytes` by `now`, of an endpoint whose streams have
+/// carried `endpoint`, still speeds up: either carried more than [`GAIN`](super::gate::GAIN)
+/// times faster since its latest mark than over the span before it (or the window since the
+/// mark is shorter than [`MIN_WINDOW`], so nothing is known yet). New streams speed up for
+/// some round trips, and on a cold machine for longer (the server, the client and their
+/// buffers warming up: workload C's first 15 ms read 100 MB/s where its streams later carried
+/// 440): a rate measured then is a floor, not what the streams carry.
+fn rising(before: Mark, mark: Mark, bytes: u64, endpoint: u64, now: Instant) -> bool {
+    let older = mark.at.saturating_duration_since(before.at).as_secs_f64();
+    let recent = now.saturating_duration_since(mark.at);
+    if recent < MIN_WINDOW || older <= 0.0 {
+        return true;
+    }
+    let recent = recent.as_secs_f64();
+    let faster = |then: u64, at_mark: u64, now: u64| {
+        now.saturating_sub(at_mark) as f64 / recent
+            > super::gate::GAIN * at_mark.saturating_sub(then) as f64 / older
+    };
+    faster(before.bytes, mark.bytes, bytes) || faster(before.endpoint, mark.endpoint, endpoint)
 }
 
 /// How many tails of a stream at `rate` (bytes per second) fit under a link of `ceiling`,
@@ -319,7 +352,7 @@ mod tests {
             None
         }
 
-        fn room(&self, rate: f64, together: f64) -> u32 {
+        fn room(&self, rate: f64, together: f64, _rising: bool) -> u32 {
             self.asked.borrow_mut().push((rate, together));
             self.room
         }
@@ -336,6 +369,24 @@ mod tests {
             endpoint,
             &Room::new(u32::MAX),
         )
+    }
+
+    #[test]
+    fn a_rate_still_climbing_is_rising() {
+        let t0 = Instant::now();
+        let mark = |at: u64, bytes: u64, endpoint: u64| Mark {
+            at: t0 + ms(at),
+            bytes,
+            endpoint,
+        };
+        let (before, at_mark) = (mark(0, 0, 0), mark(10, 1_000_000, 4_000_000));
+        // 100 MB/s, then 100 MB/s again: steady (the endpoint's 400 too).
+        assert!(!rising(before, at_mark, 1_500_000, 6_000_000, t0 + ms(15)));
+        // The stream at 200 MB/s since the mark: rising; so is the endpoint at 800.
+        assert!(rising(before, at_mark, 2_000_000, 6_000_000, t0 + ms(15)));
+        assert!(rising(before, at_mark, 1_500_000, 8_000_000, t0 + ms(15)));
+        // A window since the mark too short to tell counts as rising.
+        assert!(rising(before, at_mark, 1_000_000, 4_000_000, t0 + ms(11)));
     }
 
     #[test]

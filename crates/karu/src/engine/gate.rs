@@ -72,7 +72,7 @@ const GROW: Duration = Duration::from_millis(20);
 /// (on a new connection it holds the handshake too, so the round trip is below half of it).
 pub(crate) const SHORT: Duration = Duration::from_millis(2);
 /// How much faster a doubled level must be to keep growing.
-const GAIN: f64 = 1.25;
+pub(crate) const GAIN: f64 = 1.25;
 
 /// Shortest epoch: below it a rate is a burst of buffered bytes.
 const MIN_EPOCH: Duration = Duration::from_millis(20);
@@ -108,8 +108,9 @@ enum Explore {
     },
     /// More streams carried more: the prior's total stands.
     Grows,
-    /// More streams carried no more: the measured total is the link's.
-    Saturated,
+    /// More streams carried no more: what they carried together when judged (bytes per
+    /// second) is the link's total, or the link's measured total where that is more.
+    Saturated(f64),
 }
 
 /// The bytes and ends of one probing epoch.
@@ -211,18 +212,26 @@ impl Gate {
     /// so it tries: the first cut adds at most as many streams as run (a trial), and once its
     /// tails have had `settle` to bring their bytes, the streams together must carry more, by
     /// [`GAIN`] for twice the streams (in proportion for fewer), for more cuts to follow under
-    /// the prior's total; otherwise the measured total stands for the link, as for every
-    /// later cut.
+    /// the prior's total; otherwise what they carried when judged (or the link's measured
+    /// total, if more) stands for the link, as for every later cut. No trial starts while
+    /// the stream's or the streams' rate is `rising`: the growth it looks for would be the
+    /// climb.
     pub(crate) fn tails(
         &self,
         now: Instant,
         rate: f64,
         together: f64,
+        rising: bool,
         measured: Option<u64>,
     ) -> u32 {
         let mut s = self.lock();
         if s.regime != Regime::Open {
             return u32::MAX;
+        }
+        if rising && s.explore == Explore::Untried {
+            // A trial judges growth against what the streams carry now, and a rate still
+            // climbing would read the climb as growth.
+            return 0;
         }
         if let Explore::Trial {
             streams,
@@ -235,13 +244,15 @@ impl Gate {
             s.explore = if grown > 0.0 && together >= before * (1.0 + (GAIN - 1.0) * grown) {
                 Explore::Grows
             } else {
-                Explore::Saturated
+                Explore::Saturated(together)
             };
         }
         let prior = crate::plan::CostModel::PRIOR_TOTAL_RATE;
         let ceiling = match s.explore {
             Explore::Trial { .. } => return 0,
-            Explore::Saturated => measured.unwrap_or(prior),
+            // Judged before the link's total is measured (a cold client's first batch),
+            // the prior would stand for it: the very guess the trial disproved.
+            Explore::Saturated(judged) => measured.unwrap_or(0).max(judged as u64),
             Explore::Untried | Explore::Grows => measured.unwrap_or(0).max(prior),
         };
         let room = super::cut::headroom(ceiling as f64, s.running, rate, together);
@@ -590,7 +601,7 @@ mod tests {
     /// on.
     fn trial(gate: &Gate, t0: Instant, rate: f64, together: f64) {
         let measured = Some(together as u64);
-        assert_eq!(gate.tails(ms(t0, 20), rate, together, measured), 4);
+        assert_eq!(gate.tails(ms(t0, 20), rate, together, false, measured), 4);
         for _ in 0..4 {
             assert_eq!(gate.enter(ms(t0, 20), true), Admit::Yes);
         }
@@ -604,19 +615,25 @@ mod tests {
         let mb = 1e6;
         // A probing gate leaves tails to its admission.
         let shut = Gate::new(64);
-        assert_eq!(shut.tails(t0, 100.0 * mb, 0.0, None), u32::MAX);
+        assert_eq!(shut.tails(t0, 100.0 * mb, 0.0, false, None), u32::MAX);
         // 4 streams of 100 MB/s under the prior's 1.25 GB/s: room for 6 more, but a trial
         // adds no more than run. Their window read 300 MB/s (some were starting).
         trial(&gate, t0, 100.0 * mb, 300.0 * mb);
         // Until it is judged, no more.
-        assert_eq!(gate.tails(ms(t0, 40), 100.0 * mb, 800.0 * mb, None), 0);
+        assert_eq!(
+            gate.tails(ms(t0, 40), 100.0 * mb, 800.0 * mb, false, None),
+            0
+        );
         // Twice the streams carried 1.9 times as much (what ran before counts at least 4 ×
         // 100 MB/s): more may follow, up to the prior's 1 GB/s ÷ 1.25.
         assert_eq!(
-            gate.tails(ms(t0, 50), 80.0 * mb, 760.0 * mb, Some(760_000_000)),
+            gate.tails(ms(t0, 50), 80.0 * mb, 760.0 * mb, false, Some(760_000_000)),
             3
         );
-        assert_eq!(gate.tails(ms(t0, 60), 100.0 * mb, 800.0 * mb, None), 2);
+        assert_eq!(
+            gate.tails(ms(t0, 60), 100.0 * mb, 800.0 * mb, false, None),
+            2
+        );
     }
 
     #[test]
@@ -628,11 +645,11 @@ mod tests {
         trial(&gate, t0, 31.0 * mb, 125.0 * mb);
         // 8 streams carry 130 MB/s, not 1.25 × 125: the link is full.
         assert_eq!(
-            gate.tails(ms(t0, 50), 16.0 * mb, 130.0 * mb, Some(130_000_000)),
+            gate.tails(ms(t0, 50), 16.0 * mb, 130.0 * mb, false, Some(130_000_000)),
             0
         );
         assert_eq!(
-            gate.tails(ms(t0, 90), 15.0 * mb, 120.0 * mb, Some(130_000_000)),
+            gate.tails(ms(t0, 90), 15.0 * mb, 120.0 * mb, false, Some(130_000_000)),
             0
         );
         // Once most have ended, those left carry less than the measured total: room again.
@@ -640,8 +657,44 @@ mod tests {
             gate.leave(ms(t0, 95), true);
         }
         assert_eq!(
-            gate.tails(ms(t0, 100), 5.0 * mb, 5.0 * mb, Some(130_000_000)),
+            gate.tails(ms(t0, 100), 5.0 * mb, 5.0 * mb, false, Some(130_000_000)),
             18
+        );
+    }
+
+    #[test]
+    fn a_trial_waits_for_rates_that_stopped_climbing() {
+        let t0 = Instant::now();
+        let gate = open_with(4, t0);
+        let mb = 1e6;
+        // Still speeding up: no trial, however much room the prior leaves.
+        assert_eq!(
+            gate.tails(ms(t0, 20), 100.0 * mb, 300.0 * mb, true, None),
+            0
+        );
+        trial(&gate, t0, 100.0 * mb, 300.0 * mb);
+        // Judged as grown: later cuts do not wait for a steady rate (each is priced on its
+        // own stream's, and the link's room is known).
+        assert_eq!(gate.tails(ms(t0, 50), 80.0 * mb, 760.0 * mb, true, None), 3);
+    }
+
+    #[test]
+    fn a_trial_judged_before_the_total_is_measured_keeps_to_what_the_streams_carried() {
+        let t0 = Instant::now();
+        let gate = open_with(4, t0);
+        let mb = 1e6;
+        trial(&gate, t0, 100.0 * mb, 400.0 * mb);
+        // 8 streams carry 420 MB/s, not 1.25 × 400, and the link's total is not measured
+        // yet: the 420 stands for it, not the prior's 1.25 GB/s (which would leave room for
+        // 4 more of 50 MB/s).
+        assert_eq!(
+            gate.tails(ms(t0, 50), 50.0 * mb, 420.0 * mb, false, None),
+            0
+        );
+        // A measured total above it takes over: (700 ÷ 1.25 − 420) ÷ 50.
+        assert_eq!(
+            gate.tails(ms(t0, 60), 50.0 * mb, 420.0 * mb, false, Some(700_000_000)),
+            2
         );
     }
 
