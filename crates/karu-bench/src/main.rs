@@ -66,6 +66,10 @@ pub enum Cap {
     /// Each connection on its own ([`CONNECTION_RATE`]), the link uncapped: a store that
     /// serves each stream slowly, where more streams carry more.
     PerConnection(u64),
+    /// No rate cap, but each connection paced by TCP's slow start over the profile's round
+    /// trip (`ProxyOptions::slow_start`): a real path, where a new connection carries little
+    /// in its first round trips, which the proxy otherwise hides.
+    SlowStart,
 }
 
 impl Profile {
@@ -75,6 +79,7 @@ impl Profile {
             Some(Cap::PerConnection(rate)) => {
                 format!("{} ms, {} MB/s a connection", self.rtt_ms, rate / 1_000_000)
             }
+            Some(Cap::SlowStart) => format!("{} ms, uncapped, slow start", self.rtt_ms),
             None => format!("{} ms, uncapped", self.rtt_ms),
         }
     }
@@ -189,8 +194,10 @@ struct Cli {
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_enum)]
     servers: Vec<ServerId>,
     /// Network profiles, comma-separated: a round-trip time in ms, uncapped (`20`), capped at
-    /// 1 Gbit/s (`20/1g`) or at 100 MB/s per connection (`20/conn`, not in the default matrix)
-    /// [default: 0, 5, 20 and 50 ms, each uncapped and at 1 Gbit/s; 0 and 20/1g with --quick].
+    /// 1 Gbit/s (`20/1g`) or at 100 MB/s per connection (`20/conn`), or uncapped with each
+    /// connection paced by TCP's slow start (`20/ss`); the last two are not in the default
+    /// matrix [default: 0, 5, 20 and 50 ms, each uncapped and at 1 Gbit/s; 0 and 20/1g with
+    /// --quick].
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = profile)]
     profiles: Vec<Profile>,
     /// Run the fault soak instead: batched reads from the test kit server's chaos route, 5 % of
@@ -254,11 +261,12 @@ fn profile(v: &str) -> Result<Profile, String> {
         None => (v, None),
         Some((rtt, "1g")) => (rtt, Some(Cap::Total(GBIT))),
         Some((rtt, "conn")) => (rtt, Some(Cap::PerConnection(CONNECTION_RATE))),
-        Some(_) => return Err(format!("{v:?}: the caps are `/1g` and `/conn`")),
+        Some((rtt, "ss")) => (rtt, Some(Cap::SlowStart)),
+        Some(_) => return Err(format!("{v:?}: the suffixes are `/1g`, `/conn` and `/ss`")),
     };
     let rtt_ms = rtt
         .parse()
-        .map_err(|_| format!("{v:?}: a round-trip time in ms, e.g. 20, 20/1g or 20/conn"))?;
+        .map_err(|_| format!("{v:?}: a round-trip time in ms, e.g. 20, 20/1g, 20/conn or 20/ss"))?;
     Ok(Profile { rtt_ms, cap })
 }
 
@@ -433,6 +441,7 @@ fn main() {
                             delay: Duration::from_micros(profile.rtt_ms * 500),
                             rate_total: profile.total_cap(),
                             rate_per_connection: profile.connection_cap(),
+                            slow_start: profile.cap == Some(Cap::SlowStart),
                         },
                     )
                 });
@@ -998,6 +1007,14 @@ mod tests {
         assert_eq!(conn[0].connection_cap(), Some(CONNECTION_RATE));
         assert_eq!(conn[0].total_cap(), None);
         assert_eq!(conn[0].label(), "5 ms, 100 MB/s a connection");
+        let ss = parse(&["--profiles", "20/ss"])
+            .unwrap()
+            .opts()
+            .profiles
+            .unwrap();
+        assert_eq!(ss[0].cap, Some(Cap::SlowStart));
+        assert_eq!((ss[0].connection_cap(), ss[0].total_cap()), (None, None));
+        assert_eq!(ss[0].label(), "20 ms, uncapped, slow start");
         let o = parse(&[]).unwrap().opts();
         assert!(!o.quick && o.reps == 5 && o.profiles.is_none() && o.servers.len() == 3);
         assert_eq!(o.workloads, workload::IDS);

@@ -10,6 +10,11 @@
 //!   after `2 × delay`.
 //! * **Bandwidth.** `rate_per_connection` caps each direction of each connection, `rate_total`
 //!   caps all directions of all connections together (bytes per second, paced in small slices).
+//! * **Slow start** (optional). A real TCP connection sends at most its congestion window per
+//!   round trip, starting at 10 segments and doubling each round trip it fills (slow start,
+//!   with no loss to end it), and starts over after an idle second; through this proxy the
+//!   client's TCP sees a loopback round trip, so a new connection carries at full speed at
+//!   once. With [`ProxyOptions::slow_start`] each direction of each connection is paced so.
 //! * **Closing.** An end of stream is forwarded (half-close) after the delay; a reset (RST) read
 //!   on one side is forwarded as a reset of the other side after the delay.
 //! * **Counting.** Besides connections and raw bytes, the proxy parses plain HTTP/1.1 as it
@@ -42,6 +47,9 @@ pub struct ProxyOptions {
     pub rate_per_connection: Option<u64>,
     /// Bandwidth cap in bytes per second shared by all connections and directions.
     pub rate_total: Option<u64>,
+    /// Pace each direction of each connection as TCP's slow start would on a path with the
+    /// proxy's round trip (see the [module docs](self)); nothing without a delay.
+    pub slow_start: bool,
 }
 
 /// Paces bytes at a fixed rate: each reservation gets the next free slot.
@@ -63,6 +71,62 @@ impl Pacer {
         let start = self.next.max(now);
         self.next = start + Duration::from_secs_f64(n as f64 / self.rate);
         start
+    }
+}
+
+/// One direction of one connection under TCP's slow start: its congestion window, and the
+/// bytes sent in the current round trip.
+struct SlowStart {
+    rtt: Duration,
+    window: usize,
+    /// When the current round trip began.
+    since: Instant,
+    sent: usize,
+    last: Instant,
+}
+
+impl SlowStart {
+    /// TCP's initial window: 10 segments of 1,460 bytes (RFC 6928).
+    const INITIAL: usize = 10 * 1460;
+    /// An idle this long starts the window over (Linux's `tcp_slow_start_after_idle`, after
+    /// a retransmission timeout; 1 s is RFC 6298's initial one).
+    const IDLE: Duration = Duration::from_secs(1);
+
+    fn new(rtt: Duration, now: Instant) -> SlowStart {
+        SlowStart {
+            rtt,
+            window: Self::INITIAL,
+            since: now,
+            sent: 0,
+            last: now,
+        }
+    }
+
+    /// Reserves `n` bytes at `now`; returns when they may be sent: in the current round trip
+    /// while its window has room, else at the start of the next, whose window is twice as
+    /// large (this one was filled). Round trips that passed unfilled leave it as it was.
+    fn reserve(&mut self, n: usize, now: Instant) -> Instant {
+        if now.saturating_duration_since(self.last) >= Self::IDLE {
+            self.window = Self::INITIAL;
+            self.since = now;
+            self.sent = 0;
+        }
+        let passed = now.saturating_duration_since(self.since).as_nanos() / self.rtt.as_nanos();
+        if passed > 0 {
+            let passed = u32::try_from(passed).unwrap_or(u32::MAX);
+            self.since += self.rtt.saturating_mul(passed);
+            self.sent = 0;
+        }
+        let mut at = now;
+        if self.sent >= self.window {
+            self.since += self.rtt;
+            at = self.since;
+            self.sent = 0;
+            self.window = self.window.saturating_mul(2);
+        }
+        self.sent += n;
+        self.last = at;
+        at
     }
 }
 
@@ -249,6 +313,8 @@ async fn direction(
 
     let writer = async move {
         let mut pacer = shared.opts.rate_per_connection.map(Pacer::new);
+        let mut slow = (shared.opts.slow_start && !delay.is_zero())
+            .then(|| SlowStart::new(delay * 2, Instant::now()));
         let slice = [shared.opts.rate_per_connection, shared.opts.rate_total]
             .into_iter()
             .flatten()
@@ -275,6 +341,9 @@ async fn direction(
                         let mut at = now;
                         if let Some(p) = pacer.as_mut() {
                             at = at.max(p.reserve(part.len(), now));
+                        }
+                        if let Some(s) = slow.as_mut() {
+                            at = at.max(s.reserve(part.len(), now));
                         }
                         if let Some(t) = &shared.total {
                             let t = t
@@ -316,4 +385,33 @@ async fn direction(
         }
     };
     tokio::join!(reader, writer);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_start_doubles_the_window_each_filled_round_trip_and_restarts_after_idle() {
+        let rtt = Duration::from_millis(20);
+        let t0 = Instant::now();
+        let mut s = SlowStart::new(rtt, t0);
+        let seg = SlowStart::INITIAL;
+        // The first round trip carries the initial window; the next byte waits for the next
+        // round trip, which carries twice as much, and so on.
+        assert_eq!(s.reserve(seg, t0), t0);
+        assert_eq!(s.reserve(1, t0), t0 + rtt);
+        assert_eq!(s.reserve(2 * seg - 1, t0 + rtt), t0 + rtt);
+        assert_eq!(s.reserve(1, t0 + rtt), t0 + 2 * rtt);
+        assert_eq!(s.window, 4 * seg);
+        // A round trip that passes unfilled keeps the window.
+        let later = t0 + 5 * rtt + Duration::from_millis(3);
+        assert_eq!(s.reserve(seg, later), later);
+        assert_eq!(s.window, 4 * seg);
+        // A second idle starts it over.
+        let idle = later + SlowStart::IDLE;
+        assert_eq!(s.reserve(seg, idle), idle);
+        assert_eq!(s.window, seg);
+        assert_eq!(s.reserve(1, idle), idle + rtt);
+    }
 }

@@ -24,6 +24,7 @@ fn read_through_slow_streams(delay: Duration) -> (karu::BatchStats, u64) {
             delay,
             rate_per_connection: Some(100_000_000),
             rate_total: None,
+            slow_start: false,
         },
     );
     let size = 128u64 << 20;

@@ -43,6 +43,7 @@ fn round_trip_and_connection_rate_converge_after_one_batch() {
             delay: Duration::from_millis(25),
             rate_per_connection: Some(2 * MB),
             rate_total: None,
+            slow_start: false,
         },
     );
     let l = Locator::parse(&proxy.url("/ok/conv?size=67108864")).unwrap();
@@ -72,6 +73,7 @@ fn total_rate_converges_after_one_batch() {
             delay: Duration::from_millis(10),
             rate_per_connection: None,
             rate_total: Some(20 * MB),
+            slow_start: false,
         },
     );
     let l = Locator::parse(&proxy.url("/ok/total?size=67108864")).unwrap();
