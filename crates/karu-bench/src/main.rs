@@ -56,6 +56,10 @@ pub const CONNECTION_RATE: u64 = 100_000_000;
 pub struct Profile {
     pub rtt_ms: u64,
     pub cap: Option<Cap>,
+    /// Each connection paced by TCP's slow start over the round trip
+    /// (`ProxyOptions::slow_start`): a real path, where a new connection carries little in
+    /// its first round trips, which the proxy otherwise hides.
+    pub slow_start: bool,
 }
 
 /// What a profile's proxy caps, in bytes per second.
@@ -66,21 +70,20 @@ pub enum Cap {
     /// Each connection on its own ([`CONNECTION_RATE`]), the link uncapped: a store that
     /// serves each stream slowly, where more streams carry more.
     PerConnection(u64),
-    /// No rate cap, but each connection paced by TCP's slow start over the profile's round
-    /// trip (`ProxyOptions::slow_start`): a real path, where a new connection carries little
-    /// in its first round trips, which the proxy otherwise hides.
-    SlowStart,
 }
 
 impl Profile {
     pub fn label(&self) -> String {
-        match self.cap {
+        let link = match self.cap {
             Some(Cap::Total(_)) => format!("{} ms, 1 Gbit/s", self.rtt_ms),
             Some(Cap::PerConnection(rate)) => {
                 format!("{} ms, {} MB/s a connection", self.rtt_ms, rate / 1_000_000)
             }
-            Some(Cap::SlowStart) => format!("{} ms, uncapped, slow start", self.rtt_ms),
             None => format!("{} ms, uncapped", self.rtt_ms),
+        };
+        match self.slow_start {
+            true => format!("{link}, slow start"),
+            false => link,
         }
     }
 
@@ -138,7 +141,11 @@ impl Row {
         Row {
             server: server.into(),
             workload,
-            profile: Profile { rtt_ms, cap: None },
+            profile: Profile {
+                rtt_ms,
+                cap: None,
+                slow_start: false,
+            },
             reader,
             walls: vec![Duration::from_millis(wall_ms)],
             requests: vec![1],
@@ -194,10 +201,10 @@ struct Cli {
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_enum)]
     servers: Vec<ServerId>,
     /// Network profiles, comma-separated: a round-trip time in ms, uncapped (`20`), capped at
-    /// 1 Gbit/s (`20/1g`) or at 100 MB/s per connection (`20/conn`), or uncapped with each
-    /// connection paced by TCP's slow start (`20/ss`); the last two are not in the default
-    /// matrix [default: 0, 5, 20 and 50 ms, each uncapped and at 1 Gbit/s; 0 and 20/1g with
-    /// --quick].
+    /// 1 Gbit/s (`20/1g`) or at 100 MB/s per connection (`20/conn`), each optionally with
+    /// every connection paced by TCP's slow start (`/ss` last: `20/ss`, `20/conn/ss`); per
+    /// connection and slow start are not in the default matrix [default: 0, 5, 20 and 50 ms,
+    /// each uncapped and at 1 Gbit/s; 0 and 20/1g with --quick].
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = profile)]
     profiles: Vec<Profile>,
     /// Run the fault soak instead: batched reads from the test kit server's chaos route, 5 % of
@@ -257,17 +264,24 @@ fn workload_ids(v: &str) -> Result<WorkloadIds, String> {
 }
 
 fn profile(v: &str) -> Result<Profile, String> {
-    let (rtt, cap) = match v.split_once('/') {
-        None => (v, None),
+    let (link, slow_start) = match v.strip_suffix("/ss") {
+        Some(link) => (link, true),
+        None => (v, false),
+    };
+    let (rtt, cap) = match link.split_once('/') {
+        None => (link, None),
         Some((rtt, "1g")) => (rtt, Some(Cap::Total(GBIT))),
         Some((rtt, "conn")) => (rtt, Some(Cap::PerConnection(CONNECTION_RATE))),
-        Some((rtt, "ss")) => (rtt, Some(Cap::SlowStart)),
-        Some(_) => return Err(format!("{v:?}: the suffixes are `/1g`, `/conn` and `/ss`")),
+        Some(_) => return Err(format!("{v:?}: the caps are `/1g` and `/conn`, then `/ss`")),
     };
-    let rtt_ms = rtt
-        .parse()
-        .map_err(|_| format!("{v:?}: a round-trip time in ms, e.g. 20, 20/1g, 20/conn or 20/ss"))?;
-    Ok(Profile { rtt_ms, cap })
+    let rtt_ms = rtt.parse().map_err(|_| {
+        format!("{v:?}: a round-trip time in ms, e.g. 20, 20/1g, 20/conn, 20/ss or 20/conn/ss")
+    })?;
+    Ok(Profile {
+        rtt_ms,
+        cap,
+        slow_start,
+    })
 }
 
 struct Opts {
@@ -364,10 +378,12 @@ fn main() {
             Profile {
                 rtt_ms: 0,
                 cap: None,
+                slow_start: false,
             },
             Profile {
                 rtt_ms: 20,
                 cap: Some(Cap::Total(GBIT)),
+                slow_start: false,
             },
         ],
         None => [0, 5, 20, 50]
@@ -375,7 +391,11 @@ fn main() {
             .flat_map(|rtt_ms| {
                 [None, Some(Cap::Total(GBIT))]
                     .into_iter()
-                    .map(move |cap| Profile { rtt_ms, cap })
+                    .map(move |cap| Profile {
+                        rtt_ms,
+                        cap,
+                        slow_start: false,
+                    })
             })
             .collect(),
     };
@@ -441,7 +461,7 @@ fn main() {
                             delay: Duration::from_micros(profile.rtt_ms * 500),
                             rate_total: profile.total_cap(),
                             rate_per_connection: profile.connection_cap(),
-                            slow_start: profile.cap == Some(Cap::SlowStart),
+                            slow_start: profile.slow_start,
                         },
                     )
                 });
@@ -990,13 +1010,15 @@ mod tests {
         assert!(
             p[0] == Profile {
                 rtt_ms: 0,
-                cap: None
+                cap: None,
+                slow_start: false,
             }
         );
         assert!(
             p[1] == Profile {
                 rtt_ms: 20,
-                cap: Some(Cap::Total(GBIT))
+                cap: Some(Cap::Total(GBIT)),
+                slow_start: false,
             }
         );
         let conn = parse(&["--profiles", "5/conn"])
@@ -1012,9 +1034,16 @@ mod tests {
             .opts()
             .profiles
             .unwrap();
-        assert_eq!(ss[0].cap, Some(Cap::SlowStart));
-        assert_eq!((ss[0].connection_cap(), ss[0].total_cap()), (None, None));
+        assert!(ss[0].slow_start && ss[0].cap.is_none());
         assert_eq!(ss[0].label(), "20 ms, uncapped, slow start");
+        let s3 = parse(&["--profiles", "20/conn/ss"])
+            .unwrap()
+            .opts()
+            .profiles
+            .unwrap();
+        assert!(s3[0].slow_start);
+        assert_eq!(s3[0].connection_cap(), Some(CONNECTION_RATE));
+        assert_eq!(s3[0].label(), "20 ms, 100 MB/s a connection, slow start");
         let o = parse(&[]).unwrap().opts();
         assert!(!o.quick && o.reps == 5 && o.profiles.is_none() && o.servers.len() == 3);
         assert_eq!(o.workloads, workload::IDS);

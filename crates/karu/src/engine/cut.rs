@@ -9,9 +9,11 @@
 //!
 //! With `d` the time a new request takes to bring its first byte (taken as this transfer's
 //! own: its request, and its connection's handshake if it opened one), `s` the stream's rate
-//! and `r` the bytes it has left, the transfer alone ends in `r / s`. Cut into itself and `n`
-//! tails that all end together, it ends in `t = (r / s + n·d) / (n + 1)`, carrying `s·t` more
-//! bytes, and each tail `s·(t − d)` from `d` on (one tail: `(r / s + d) / 2`). HTTP/1.1
+//! and `r` the bytes it has left, the transfer alone ends in `r / s`. A tail goes on a new
+//! connection, whose window starts small and doubles each round trip (TCP's slow start): it
+//! carries as if at `s` from `l = d +` [`ramp`] on. Cut into itself and `n` tails that all
+//! end together, the transfer ends in `t = (r / s + n·l) / (n + 1)`, carrying `s·t` more
+//! bytes, and each tail `s·(t − l)` (one tail: `(r / s + l) / 2`). HTTP/1.1
 //! cannot shorten an answer under way, so the cut transfer closes its connection at the cut,
 //! and what the server had sent past it by then (about `d·s`, a round trip's worth and the
 //! buffers) is fetched for nothing: the cut must save that time, `d`, besides [`MIN_GAIN`],
@@ -27,23 +29,15 @@
 //! only shares it. But that total, measured while those streams run, is only their sum, which
 //! would stop every cut where each stream is slow (S3 serves about 100 MB/s a connection), so
 //! the gate tries (`Gate::tails`): its first cut adds at most as many streams as run, under the
-//! prior's total, once neither the stream's rate nor the streams' is still climbing
-//! ([`rising`]); once the tails carry bytes, the streams together must carry more by the
+//! prior's total; once the tails carry bytes, the streams together must carry more by the
 //! probing's gain for a doubling, or what they carried (or the measured total, if more) is the
 //! link's from then on. A tail is a transfer like any other, so it may be cut again.
 //!
-//! Before both (2026-12-08), workload C's cold batches through the test kit proxy at 5 ms
-//! began their trial 15 ms after the first bytes, while the streams together read 100–320
-//! MB/s and later carried 440–600: 2 of 12 runs read the climb as growth and cut 9–12 tails.
-//! And a trial judged as no growth before the link's total was measured (C at RTT 0 behind
-//! 150 MB/s a connection, where the gate had opened) left the prior's 1.25 GB/s as the
-//! ceiling: 15 more tails followed at once. After, 5 of 8 runs at 5 ms cut no tail and the
-//! rest 1–3; in `karu-bench` C at 20 ms cut none in 17 of 18 runs on the test kit server and
-//! nginx (2–3 tails in 10 of 18 before), its walls within their spread (see BENCHMARKS.md).
-//!
 //! The rate is the stream's over its last one or two spans (at least [`MIN_WINDOW`]), and no
-//! cut is looked for in its first [`RAMP`] spans: a new connection carries little in its first
-//! round trips, and a rate from them would cut a stream that is only starting. A span is `d`,
+//! cut is looked for in its first [`RAMP`] spans, nor while the stream or the endpoint's
+//! streams still speed up ([`rising`]): a new connection carries little in its first round
+//! trips, and a rate from them would cut a stream that is only starting (and a trial would
+//! read the climb as growth). A span is `d`,
 //! or, where the gate is open, the answer's round trip (its first byte less its connection's
 //! handshake): `d` holds the handshake too, and spans twice a long link's round trip found the
 //! 32 MiB pieces of a cold plan mostly carried before a trial's tails were judged. A body that
@@ -58,6 +52,20 @@
 //! BENCHMARKS.md. On the benchmark's other profiles the trial cuts a few tails on C at 5 ms and
 //! at 1 Gbit/s, whose walls stayed within their spread, and none at 20 and 50 ms (C's pieces
 //! end before a cut pays).
+//!
+//! Before the trial waited for a steady rate (2026-12-08), workload C's cold batches through
+//! the test kit proxy at 5 ms began it 15 ms after the first bytes, while the streams together
+//! read 100–320 MB/s and later carried 440–600: 2 of 12 runs read the climb as growth and cut
+//! 9–12 tails. And a trial judged as no growth before the link's total was measured (C at RTT
+//! 0 behind 150 MB/s a connection, where the gate had opened) left the prior's 1.25 GB/s as
+//! the ceiling: 15 more tails followed at once. On the proxy's path with slow start at 20 ms
+//! (`karu-bench --profiles 20/ss`, 7 runs each on the test kit server and nginx), C's runs
+//! that cut took 407–485 ms against 287–349 for those that did not; 3–4 of 7 cut before the
+//! ramp was priced and cuts waited for a steady rate, 2 and 0 of 7 after. Behind 100 MB/s a
+//! connection with slow start (`5/conn/ss`, `20/conn/ss`, what S3 looks like) C took 346
+//! against 443 ms at 5 ms and 586 against 562 at 20; on the proxy's `/conn` path without it,
+//! where a new connection runs at once, fewer cuts cost C 426–459 against 290–414 ms at 5 ms
+//! and 481–483 against 372–463 at 20 (see BENCHMARKS.md).
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -97,12 +105,17 @@ pub(crate) struct Cutter {
 struct Answer {
     sent: Instant,
     first: Instant,
+    /// The path's round trip, as best known: a new connection's window grows once per it.
+    rtt: Duration,
     /// The span its rate is measured over (see [`Cutter::look`]).
     span: Duration,
     bytes: u64,
     /// The latest mark and the one before it.
     mark: Mark,
     before: Option<Mark>,
+    /// Whether the stream or the endpoint's streams carried more in the latest whole span
+    /// than in the one before (see [`rising`]); so until two spans have been measured.
+    rising: bool,
 }
 
 /// The stream's bytes and the endpoint's bulk bytes at an instant.
@@ -119,9 +132,8 @@ pub(crate) trait Link {
     /// its rate over (see the module docs); asked once per answer.
     fn rtt(&self) -> Option<Duration>;
     /// How many tails the link has room for beside a stream of `rate` while the endpoint's
-    /// streams carry `together` (bytes per second), `rising` if either still speeds up (see
-    /// [`rising`]); asked only when a cut would pay.
-    fn room(&self, rate: f64, together: f64, rising: bool) -> u32;
+    /// streams carry `together` (bytes per second); asked only when a cut would pay.
+    fn room(&self, rate: f64, together: f64) -> u32;
 }
 
 /// Where a stream is cut: it carries its bytes up to `at`, and the rest is shared by tails
@@ -130,6 +142,8 @@ pub(crate) trait Link {
 pub(crate) struct Cut {
     /// The time a new request takes to bring its first byte.
     d: Duration,
+    /// How long after the cut a tail carries at the stream's rate (see [`ramp`]).
+    lead: Duration,
     /// The span the stream's rate was measured over.
     span: Duration,
     /// The stream's rate, bytes per second.
@@ -153,7 +167,7 @@ impl Cut {
         if n == 0 || n > self.tails {
             return None;
         }
-        let at = share(self.d, self.rate, self.pos, self.end, n)?;
+        let at = share(self.d, self.lead, self.rate, self.pos, self.end, n)?;
         let each = (self.end - at) / u64::from(n);
         Some((0..u64::from(n)).map(|i| at + i * each).collect())
     }
@@ -197,13 +211,16 @@ impl Cutter {
             _ => {
                 // A new answer (the first, or a resumed one): its stream starts now.
                 let d = now.saturating_duration_since(sent);
+                let rtt = link.rtt().map_or(d, |r| r.min(d));
                 self.answer = Some(Answer {
                     sent,
                     first: now,
-                    span: link.rtt().map_or(d, |r| r.min(d)).max(MIN_WINDOW),
+                    rtt,
+                    span: rtt.max(MIN_WINDOW),
                     bytes: 0,
                     mark,
                     before: None,
+                    rising: true,
                 });
                 return None;
             }
@@ -212,11 +229,15 @@ impl Cutter {
         let d = a.first.saturating_duration_since(a.sent);
         let span = a.span;
         if now.saturating_duration_since(a.mark.at) >= span {
-            a.before = Some(a.mark);
-            a.mark = Mark {
+            let latest = Mark {
                 bytes: a.bytes,
                 ..mark
             };
+            if let Some(before) = a.before {
+                a.rising = rising(before, a.mark, latest);
+            }
+            a.before = Some(a.mark);
+            a.mark = latest;
         }
         if self.next.is_some_and(|t| now < t)
             || now.saturating_duration_since(a.first) < span.saturating_mul(RAMP)
@@ -224,13 +245,18 @@ impl Cutter {
             return None;
         }
         let from = a.before?;
+        if a.rising {
+            // Its rate is a floor of what it will carry: a cut would hand bytes it is about
+            // to carry faster to connections that start slow.
+            return None;
+        }
         let secs = now.saturating_duration_since(from.at).as_secs_f64();
         let rate = (a.bytes - from.bytes) as f64 / secs;
         // Whether one tail pays at all, before asking for room.
-        share(d, rate, self.pos, end, 1)?;
+        let lead = d.saturating_add(ramp(a.rtt, rate));
+        share(d, lead, rate, self.pos, end, 1)?;
         let together = endpoint_bytes.saturating_sub(from.endpoint) as f64 / secs;
-        let rising = rising(from, a.mark, a.bytes, endpoint_bytes, now);
-        let most = most_tails(d, rate, self.pos, end).min(link.room(rate, together, rising));
+        let most = most_tails(d, lead, rate, self.pos, end).min(link.room(rate, together));
         if most == 0 {
             // The link is busy: asked again a span later, not with every chunk.
             self.next = now.checked_add(span);
@@ -238,6 +264,7 @@ impl Cutter {
         }
         Some(Cut {
             d,
+            lead,
             span,
             rate,
             pos: self.pos,
@@ -253,25 +280,22 @@ impl Cutter {
     }
 }
 
-/// Whether a stream that has carried `bytes` by `now`, of an endpoint whose streams have
-/// carried `endpoint`, still speeds up: either carried more than [`GAIN`](super::gate::GAIN)
-/// times faster since its latest mark than over the span before it (or the window since the
-/// mark is shorter than [`MIN_WINDOW`], so nothing is known yet). New streams speed up for
-/// some round trips, and on a cold machine for longer (the server, the client and their
-/// buffers warming up: workload C's first 15 ms read 100 MB/s where its streams later carried
-/// 440): a rate measured then is a floor, not what the streams carry.
-fn rising(before: Mark, mark: Mark, bytes: u64, endpoint: u64, now: Instant) -> bool {
-    let older = mark.at.saturating_duration_since(before.at).as_secs_f64();
-    let recent = now.saturating_duration_since(mark.at);
-    if recent < MIN_WINDOW || older <= 0.0 {
-        return true;
-    }
-    let recent = recent.as_secs_f64();
-    let faster = |then: u64, at_mark: u64, now: u64| {
-        now.saturating_sub(at_mark) as f64 / recent
-            > super::gate::GAIN * at_mark.saturating_sub(then) as f64 / older
+/// Whether a stream still speeds up: it, or the endpoint's streams, carried more than
+/// [`GAIN`](super::gate::GAIN) times faster between marks `mark` and `latest` than between
+/// `before` and `mark` (whole spans each: a path's window comes in one burst a round trip).
+/// New streams speed up for some round trips (TCP's slow start doubles a window each), and
+/// on a cold machine for longer (the server, the client and their buffers warming up:
+/// workload C's first 15 ms read 100 MB/s where its streams later carried 440): a rate
+/// measured then is a floor, not what the streams carry.
+fn rising(before: Mark, mark: Mark, latest: Mark) -> bool {
+    let rate = |from: Mark, to: Mark, bytes: fn(Mark) -> u64| {
+        let secs = to.at.saturating_duration_since(from.at).as_secs_f64();
+        bytes(to).saturating_sub(bytes(from)) as f64 / secs
     };
-    faster(before.bytes, mark.bytes, bytes) || faster(before.endpoint, mark.endpoint, endpoint)
+    let faster = |bytes: fn(Mark) -> u64| {
+        rate(mark, latest, bytes) > super::gate::GAIN * rate(before, mark, bytes)
+    };
+    faster(|m| m.bytes) || faster(|m| m.endpoint)
 }
 
 /// How many tails of a stream at `rate` (bytes per second) fit under a link of `ceiling`,
@@ -285,33 +309,55 @@ pub(crate) fn headroom(ceiling: f64, running: u32, rate: f64, together: f64) -> 
     if room >= 1.0 { room as u32 } else { 0 }
 }
 
+/// TCP's initial congestion window: 10 segments of 1,460 bytes (RFC 6928).
+const INITIAL_WINDOW: f64 = 14_600.0;
+
+/// How much later than its first byte a tail on a new connection carries as a stream at
+/// `rate` would, on a path whose round trip is `rtt`: slow start doubles its window from
+/// [`INITIAL_WINDOW`] each round trip until one round trip carries `rate · rtt`, and the round
+/// trips before sum to about one more of those, so the tail runs as if at `rate` from
+/// `rtt · (log2(rate · rtt / INITIAL_WINDOW) − 1)` on. A cut closes a stream whose window has
+/// grown and hands its end to connections that start small: on the test kit proxy's path with
+/// TCP's slow start at 20 ms (`ProxyOptions::slow_start`), workload C's cold runs that cut
+/// tails took 431–485 ms against 295–328 for those that cut none (2026-12-08). Where the
+/// round trip is short (loopback) the ramp is a fraction of a millisecond.
+fn ramp(rtt: Duration, rate: f64) -> Duration {
+    let rtt = rtt.as_secs_f64();
+    let rounds = (rate * rtt / INITIAL_WINDOW).log2() - 1.0;
+    // A NaN (no rate) or a window that starts full is no ramp.
+    Duration::try_from_secs_f64(rtt * rounds).unwrap_or(Duration::ZERO)
+}
+
 /// The most tails a stream of `rate` bytes per second, delivered up to `pos` of bytes
-/// running to `end`, may be cut into when a new request brings its first byte after `d`:
-/// as many as leave each at least [`MIN_TAIL`], at most [`MAX_TAILS`] (0 when no cut pays).
-fn most_tails(d: Duration, rate: f64, pos: u64, end: u64) -> u32 {
+/// running to `end`, may be cut into when a new request brings its first byte after `d` and
+/// carries at the stream's rate from `lead` on: as many as leave each at least [`MIN_TAIL`],
+/// at most [`MAX_TAILS`] (0 when no cut pays).
+fn most_tails(d: Duration, lead: Duration, rate: f64, pos: u64, end: u64) -> u32 {
     (1..=MAX_TAILS)
-        .take_while(|&n| share(d, rate, pos, end, n).is_some())
+        .take_while(|&n| share(d, lead, rate, pos, end, n).is_some())
         .last()
         .unwrap_or(0)
 }
 
 /// Where to cut a stream of `rate` bytes per second that has delivered up to `pos` of bytes
-/// running to `end`, when a new request brings its first byte after `d`, for `n` tails to
+/// running to `end`, when a new request brings its first byte after `d` and carries at the
+/// stream's rate from `lead` on (`d` and the new connection's [`ramp`]), for `n` tails to
 /// share the rest: where the stream and every tail end together, if that saves `d` (the
 /// waste) and [`MIN_GAIN`] and leaves each tail [`MIN_TAIL`].
 ///
 /// Alone the stream ends after `r / s` (`r` the bytes left, `s` its rate); cut, it ends
-/// after `t` with `s·t` more bytes, and each tail, at the same rate from `d` on, carries
-/// `s·(t − d)`: `r = s·t + n·s·(t − d)`, so `t = (r / s + n·d) / (n + 1)`.
-fn share(d: Duration, rate: f64, pos: u64, end: u64, n: u32) -> Option<u64> {
+/// after `t` with `s·t` more bytes, and each tail, at the same rate from `lead` (`l`) on,
+/// carries `s·(t − l)`: `r = s·t + n·s·(t − l)`, so `t = (r / s + n·l) / (n + 1)`.
+fn share(d: Duration, lead: Duration, rate: f64, pos: u64, end: u64, n: u32) -> Option<u64> {
     if rate <= 0.0 || !rate.is_finite() || pos >= end || n == 0 {
         return None;
     }
     let left = (end - pos) as f64;
     let d = d.as_secs_f64();
+    let lead = lead.as_secs_f64();
     let n = f64::from(n);
     let alone = left / rate;
-    let together = (alone + n * d) / (n + 1.0);
+    let together = (alone + n * lead) / (n + 1.0);
     if alone - together < d + MIN_GAIN.as_secs_f64() {
         return None;
     }
@@ -352,7 +398,7 @@ mod tests {
             None
         }
 
-        fn room(&self, rate: f64, together: f64, _rising: bool) -> u32 {
+        fn room(&self, rate: f64, together: f64) -> u32 {
             self.asked.borrow_mut().push((rate, together));
             self.room
         }
@@ -381,12 +427,12 @@ mod tests {
         };
         let (before, at_mark) = (mark(0, 0, 0), mark(10, 1_000_000, 4_000_000));
         // 100 MB/s, then 100 MB/s again: steady (the endpoint's 400 too).
-        assert!(!rising(before, at_mark, 1_500_000, 6_000_000, t0 + ms(15)));
-        // The stream at 200 MB/s since the mark: rising; so is the endpoint at 800.
-        assert!(rising(before, at_mark, 2_000_000, 6_000_000, t0 + ms(15)));
-        assert!(rising(before, at_mark, 1_500_000, 8_000_000, t0 + ms(15)));
-        // A window since the mark too short to tell counts as rising.
-        assert!(rising(before, at_mark, 1_000_000, 4_000_000, t0 + ms(11)));
+        assert!(!rising(before, at_mark, mark(20, 2_000_000, 8_000_000)));
+        // The stream at 200 MB/s in the latest span: rising; so is the endpoint at 800.
+        assert!(rising(before, at_mark, mark(20, 3_000_000, 8_000_000)));
+        assert!(rising(before, at_mark, mark(20, 2_000_000, 12_000_000)));
+        // Nothing in the span before (a window still to come): rising.
+        assert!(rising(before, mark(10, 0, 0), mark(20, 1, 1)));
     }
 
     #[test]
@@ -394,17 +440,18 @@ mod tests {
         // 40 MB left at 100 MB/s (400 ms), a new request's first byte after 20 ms: the
         // original carries (40 + 2) / 2 = 21 MB, the tail 19 MB after 20 ms: both 210 ms.
         assert_eq!(
-            share(ms(20), 100.0 * MB, 10_000_000, 50_000_000, 1),
+            share(ms(20), ms(20), 100.0 * MB, 10_000_000, 50_000_000, 1),
             Some(31_000_000)
         );
         // With 3 tails: (400 + 3 × 20) / 4 = 115 ms, 11.5 MB carried, 9.5 MB a tail after
         // 20 ms.
         assert_eq!(
-            share(ms(20), 100.0 * MB, 10_000_000, 50_000_000, 3),
+            share(ms(20), ms(20), 100.0 * MB, 10_000_000, 50_000_000, 3),
             Some(21_500_000)
         );
         let cut = Cut {
             d: ms(20),
+            lead: ms(20),
             span: ms(20),
             rate: 100.0 * MB,
             pos: 10_000_000,
@@ -419,19 +466,44 @@ mod tests {
         assert_eq!(cut.bounds(1), Some(vec![31_000_000]));
         assert_eq!((cut.bounds(0), cut.bounds(4)), (None, None));
         // Tails of at least `MIN_TAIL`: 40 MB allows up to 16 (the most), 7 MB two.
-        assert_eq!(most_tails(ms(20), 100.0 * MB, 0, 40_000_000), MAX_TAILS);
-        assert_eq!(most_tails(ms(1), 100.0 * MB, 0, 7_000_000), 2);
+        assert_eq!(
+            most_tails(ms(20), ms(20), 100.0 * MB, 0, 40_000_000),
+            MAX_TAILS
+        );
+        assert_eq!(most_tails(ms(1), ms(1), 100.0 * MB, 0, 7_000_000), 2);
+    }
+
+    #[test]
+    fn a_tail_on_a_new_connection_carries_at_the_streams_rate_only_after_slow_start() {
+        // 100 MB/s over 20 ms round trips: 2 MB a round trip, reached after log2(137) = 7.1
+        // doublings of 14.6 KB; the round trips before carry about one more, so 6.1 round
+        // trips are lost.
+        let r = ramp(ms(20), 100.0 * MB);
+        assert!((120..=124).contains(&r.as_millis()), "{r:?}");
+        // On loopback (0.1 ms) it is a fraction of a millisecond; with no rate, none.
+        assert!(ramp(Duration::from_micros(100), 1000.0 * MB) < ms(1));
+        assert_eq!(ramp(ms(20), 0.0), Duration::ZERO);
+        assert_eq!(ramp(Duration::ZERO, 100.0 * MB), Duration::ZERO);
+        // 20 MB left at 100 MB/s (200 ms): one tail from a 20 ms first byte would save 90
+        // ms, but one that carries fully only 122 ms later saves 29: still worth its 20 ms
+        // of waste, with the stream cut later.
+        let lead = ms(20) + r;
+        let at = share(ms(20), lead, 100.0 * MB, 0, 20_000_000, 1).unwrap();
+        assert!(at > share(ms(20), ms(20), 100.0 * MB, 0, 20_000_000, 1).unwrap());
+        // 10 MB left (100 ms): no tail pays.
+        assert_eq!(share(ms(20), lead, 100.0 * MB, 0, 10_000_000, 1), None);
+        assert!(share(ms(20), ms(20), 100.0 * MB, 0, 10_000_000, 1).is_some());
     }
 
     #[test]
     fn no_cut_where_the_tail_would_not_pay_for_its_waste_or_is_short() {
-        let one = |d, rate, pos, end| share(d, rate, pos, end, 1);
+        let one = |d, rate, pos, end| share(d, d, rate, pos, end, 1);
         // 3 MB left at 100 MB/s (30 ms) against a 40 ms first byte: the tail ends later.
         assert_eq!(one(ms(40), 100.0 * MB, 0, 3_000_000), None);
         // 7 MB left (70 ms) against 25 ms: saves 22.5 ms, not the 25 wasted and 2 more.
         assert_eq!(one(ms(25), 100.0 * MB, 0, 7_000_000), None);
         assert!(one(ms(25), 100.0 * MB, 0, 8_500_000).is_some());
-        assert_eq!(most_tails(ms(25), 100.0 * MB, 0, 7_000_000), 0);
+        assert_eq!(most_tails(ms(25), ms(25), 100.0 * MB, 0, 7_000_000), 0);
         // Saves 2.5 ms, but the tail is 0.25 MB.
         assert_eq!(one(ms(0), 100.0 * MB, 0, 500_000), None);
         // Nothing left, or no rate.
@@ -449,16 +521,20 @@ mod tests {
         assert_eq!(look(&mut c, t0, 0, 1000, 4, 0), None);
         assert_eq!(look(&mut c, t0, 1000, 399_000, 8, 0), None);
         assert_eq!(look(&mut c, t0, 400_000, 400_000, 12, 0), None);
-        assert_eq!(look(&mut c, t0, 800_000, 400_000, 15, 0), None);
-        // At 16 ms, 200 MB/s over the last span, 65 MB left: cut, into as many tails as pay.
-        let cut = look(&mut c, t0, 1_200_000, 400_000, 16, 0).expect("a slow stream is cut");
+        assert_eq!(look(&mut c, t0, 800_000, 200_000, 15, 0), None);
+        // At 16 ms, 100 MB/s over its last spans (not climbing), 66 MB left: cut, into as
+        // many tails as pay.
+        let cut = look(&mut c, t0, 1_000_000, 200_000, 16, 0).expect("a slow stream is cut");
         assert_eq!(cut.tails, MAX_TAILS);
         let at = cut.bounds(1).unwrap()[0];
-        assert!(at > 1_600_000 && at < (64 << 20) - MIN_TAIL, "{at}");
+        assert!(at > 1_200_000 && at < (64 << 20) - MIN_TAIL, "{at}");
         // No room: no look for a while.
         c.no_room(t0 + ms(16));
-        assert_eq!(look(&mut c, t0, 1_600_000, 100_000, 17, 0), None);
-        assert!(look(&mut c, t0, 1_700_000, 100_000, 18, 0).is_some());
+        assert_eq!(look(&mut c, t0, 1_200_000, 100_000, 17, 0), None);
+        assert!(look(&mut c, t0, 1_300_000, 100_000, 18, 0).is_some());
+        // A span twice as fast as the one before: climbing, not cut.
+        assert_eq!(look(&mut c, t0, 1_400_000, 600_000, 20, 0), None);
+        assert_eq!(look(&mut c, t0, 2_000_000, 1, 21, 0), None);
         // A body that starts over is never cut again.
         assert_eq!(look(&mut c, t0, 0, 1000, 19, 0), None);
         assert_eq!(look(&mut c, t0, 1000, 1000, 40, 0), None);

@@ -213,25 +213,18 @@ impl Gate {
     /// tails have had `settle` to bring their bytes, the streams together must carry more, by
     /// [`GAIN`] for twice the streams (in proportion for fewer), for more cuts to follow under
     /// the prior's total; otherwise what they carried when judged (or the link's measured
-    /// total, if more) stands for the link, as for every later cut. No trial starts while
-    /// the stream's or the streams' rate is `rising`: the growth it looks for would be the
-    /// climb.
+    /// total, if more) stands for the link, as for every later cut. (No stream whose rate
+    /// still climbs is cut, so a trial does not read the climb as growth: see `engine::cut`.)
     pub(crate) fn tails(
         &self,
         now: Instant,
         rate: f64,
         together: f64,
-        rising: bool,
         measured: Option<u64>,
     ) -> u32 {
         let mut s = self.lock();
         if s.regime != Regime::Open {
             return u32::MAX;
-        }
-        if rising && s.explore == Explore::Untried {
-            // A trial judges growth against what the streams carry now, and a rate still
-            // climbing would read the climb as growth.
-            return 0;
         }
         if let Explore::Trial {
             streams,
@@ -601,7 +594,7 @@ mod tests {
     /// on.
     fn trial(gate: &Gate, t0: Instant, rate: f64, together: f64) {
         let measured = Some(together as u64);
-        assert_eq!(gate.tails(ms(t0, 20), rate, together, false, measured), 4);
+        assert_eq!(gate.tails(ms(t0, 20), rate, together, measured), 4);
         for _ in 0..4 {
             assert_eq!(gate.enter(ms(t0, 20), true), Admit::Yes);
         }
@@ -615,25 +608,19 @@ mod tests {
         let mb = 1e6;
         // A probing gate leaves tails to its admission.
         let shut = Gate::new(64);
-        assert_eq!(shut.tails(t0, 100.0 * mb, 0.0, false, None), u32::MAX);
+        assert_eq!(shut.tails(t0, 100.0 * mb, 0.0, None), u32::MAX);
         // 4 streams of 100 MB/s under the prior's 1.25 GB/s: room for 6 more, but a trial
         // adds no more than run. Their window read 300 MB/s (some were starting).
         trial(&gate, t0, 100.0 * mb, 300.0 * mb);
         // Until it is judged, no more.
-        assert_eq!(
-            gate.tails(ms(t0, 40), 100.0 * mb, 800.0 * mb, false, None),
-            0
-        );
+        assert_eq!(gate.tails(ms(t0, 40), 100.0 * mb, 800.0 * mb, None), 0);
         // Twice the streams carried 1.9 times as much (what ran before counts at least 4 ×
         // 100 MB/s): more may follow, up to the prior's 1 GB/s ÷ 1.25.
         assert_eq!(
-            gate.tails(ms(t0, 50), 80.0 * mb, 760.0 * mb, false, Some(760_000_000)),
+            gate.tails(ms(t0, 50), 80.0 * mb, 760.0 * mb, Some(760_000_000)),
             3
         );
-        assert_eq!(
-            gate.tails(ms(t0, 60), 100.0 * mb, 800.0 * mb, false, None),
-            2
-        );
+        assert_eq!(gate.tails(ms(t0, 60), 100.0 * mb, 800.0 * mb, None), 2);
     }
 
     #[test]
@@ -645,11 +632,11 @@ mod tests {
         trial(&gate, t0, 31.0 * mb, 125.0 * mb);
         // 8 streams carry 130 MB/s, not 1.25 × 125: the link is full.
         assert_eq!(
-            gate.tails(ms(t0, 50), 16.0 * mb, 130.0 * mb, false, Some(130_000_000)),
+            gate.tails(ms(t0, 50), 16.0 * mb, 130.0 * mb, Some(130_000_000)),
             0
         );
         assert_eq!(
-            gate.tails(ms(t0, 90), 15.0 * mb, 120.0 * mb, false, Some(130_000_000)),
+            gate.tails(ms(t0, 90), 15.0 * mb, 120.0 * mb, Some(130_000_000)),
             0
         );
         // Once most have ended, those left carry less than the measured total: room again.
@@ -657,25 +644,9 @@ mod tests {
             gate.leave(ms(t0, 95), true);
         }
         assert_eq!(
-            gate.tails(ms(t0, 100), 5.0 * mb, 5.0 * mb, false, Some(130_000_000)),
+            gate.tails(ms(t0, 100), 5.0 * mb, 5.0 * mb, Some(130_000_000)),
             18
         );
-    }
-
-    #[test]
-    fn a_trial_waits_for_rates_that_stopped_climbing() {
-        let t0 = Instant::now();
-        let gate = open_with(4, t0);
-        let mb = 1e6;
-        // Still speeding up: no trial, however much room the prior leaves.
-        assert_eq!(
-            gate.tails(ms(t0, 20), 100.0 * mb, 300.0 * mb, true, None),
-            0
-        );
-        trial(&gate, t0, 100.0 * mb, 300.0 * mb);
-        // Judged as grown: later cuts do not wait for a steady rate (each is priced on its
-        // own stream's, and the link's room is known).
-        assert_eq!(gate.tails(ms(t0, 50), 80.0 * mb, 760.0 * mb, true, None), 3);
     }
 
     #[test]
@@ -687,13 +658,10 @@ mod tests {
         // 8 streams carry 420 MB/s, not 1.25 × 400, and the link's total is not measured
         // yet: the 420 stands for it, not the prior's 1.25 GB/s (which would leave room for
         // 4 more of 50 MB/s).
-        assert_eq!(
-            gate.tails(ms(t0, 50), 50.0 * mb, 420.0 * mb, false, None),
-            0
-        );
+        assert_eq!(gate.tails(ms(t0, 50), 50.0 * mb, 420.0 * mb, None), 0);
         // A measured total above it takes over: (700 ÷ 1.25 − 420) ÷ 50.
         assert_eq!(
-            gate.tails(ms(t0, 60), 50.0 * mb, 420.0 * mb, false, Some(700_000_000)),
+            gate.tails(ms(t0, 60), 50.0 * mb, 420.0 * mb, Some(700_000_000)),
             2
         );
     }

@@ -997,9 +997,9 @@ impl cut::Link for CutLink<'_> {
             .flatten()
     }
 
-    fn room(&self, rate: f64, together: f64, rising: bool) -> u32 {
+    fn room(&self, rate: f64, together: f64) -> u32 {
         let measured = self.here.measured_total(self.locator);
-        self.gate.tails(self.now, rate, together, rising, measured)
+        self.gate.tails(self.now, rate, together, measured)
     }
 }
 
