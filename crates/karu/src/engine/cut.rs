@@ -64,8 +64,8 @@
 //! ramp was priced and cuts waited for a steady rate, 2 and 0 of 7 after. Behind 100 MB/s a
 //! connection with slow start (`5/conn/ss`, `20/conn/ss`, what S3 looks like) C took 346
 //! against 443 ms at 5 ms and 586 against 562 at 20; on the proxy's `/conn` path without it,
-//! where a new connection runs at once, fewer cuts cost C 426–459 against 290–414 ms at 5 ms
-//! and 481–483 against 372–463 at 20 (see BENCHMARKS.md).
+//! where a new connection runs at once, fewer cuts cost C 426–459 against 327–341 ms at 5 ms
+//! and 481–483 against 370–392 at 20 (see BENCHMARKS.md).
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
