@@ -1021,29 +1021,19 @@ mod tests {
                 slow_start: false,
             }
         );
-        let conn = parse(&["--profiles", "5/conn"])
-            .unwrap()
-            .opts()
-            .profiles
-            .unwrap();
-        assert_eq!(conn[0].connection_cap(), Some(CONNECTION_RATE));
-        assert_eq!(conn[0].total_cap(), None);
-        assert_eq!(conn[0].label(), "5 ms, 100 MB/s a connection");
-        let ss = parse(&["--profiles", "20/ss"])
-            .unwrap()
-            .opts()
-            .profiles
-            .unwrap();
-        assert!(ss[0].slow_start && ss[0].cap.is_none());
-        assert_eq!(ss[0].label(), "20 ms, uncapped, slow start");
-        let s3 = parse(&["--profiles", "20/conn/ss"])
-            .unwrap()
-            .opts()
-            .profiles
-            .unwrap();
-        assert!(s3[0].slow_start);
-        assert_eq!(s3[0].connection_cap(), Some(CONNECTION_RATE));
-        assert_eq!(s3[0].label(), "20 ms, 100 MB/s a connection, slow start");
+        let one = |v: &str| parse(&["--profiles", v]).unwrap().opts().profiles.unwrap()[0];
+        let conn = one("5/conn");
+        assert_eq!(conn.connection_cap(), Some(CONNECTION_RATE));
+        assert_eq!(conn.total_cap(), None);
+        assert_eq!(conn.label(), "5 ms, 100 MB/s a connection");
+        let ss = one("20/ss");
+        assert!(ss.slow_start && ss.cap.is_none());
+        assert_eq!(ss.label(), "20 ms, uncapped, slow start");
+        let s3 = one("20/conn/ss");
+        assert!(s3.slow_start);
+        assert_eq!(s3.connection_cap(), Some(CONNECTION_RATE));
+        assert_eq!(s3.label(), "20 ms, 100 MB/s a connection, slow start");
+        assert!(parse(&["--profiles", "20/ss/conn"]).is_err());
         let o = parse(&[]).unwrap().opts();
         assert!(!o.quick && o.reps == 5 && o.profiles.is_none() && o.servers.len() == 3);
         assert_eq!(o.workloads, workload::IDS);
