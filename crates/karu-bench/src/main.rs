@@ -73,6 +73,15 @@ pub enum Cap {
 }
 
 impl Profile {
+    /// A profile of the proxy's own path (no slow start): the matrix's.
+    pub fn new(rtt_ms: u64, cap: Option<Cap>) -> Profile {
+        Profile {
+            rtt_ms,
+            cap,
+            slow_start: false,
+        }
+    }
+
     pub fn label(&self) -> String {
         let link = match self.cap {
             Some(Cap::Total(_)) => format!("{} ms, 1 Gbit/s", self.rtt_ms),
@@ -141,11 +150,7 @@ impl Row {
         Row {
             server: server.into(),
             workload,
-            profile: Profile {
-                rtt_ms,
-                cap: None,
-                slow_start: false,
-            },
+            profile: Profile::new(rtt_ms, None),
             reader,
             walls: vec![Duration::from_millis(wall_ms)],
             requests: vec![1],
@@ -375,27 +380,15 @@ fn main() {
     let profiles: Vec<Profile> = match &opts.profiles {
         Some(chosen) => chosen.clone(),
         None if opts.quick => vec![
-            Profile {
-                rtt_ms: 0,
-                cap: None,
-                slow_start: false,
-            },
-            Profile {
-                rtt_ms: 20,
-                cap: Some(Cap::Total(GBIT)),
-                slow_start: false,
-            },
+            Profile::new(0, None),
+            Profile::new(20, Some(Cap::Total(GBIT))),
         ],
         None => [0, 5, 20, 50]
             .into_iter()
             .flat_map(|rtt_ms| {
                 [None, Some(Cap::Total(GBIT))]
                     .into_iter()
-                    .map(move |cap| Profile {
-                        rtt_ms,
-                        cap,
-                        slow_start: false,
-                    })
+                    .map(move |cap| Profile::new(rtt_ms, cap))
             })
             .collect(),
     };
@@ -1007,20 +1000,8 @@ mod tests {
         assert_eq!(o.workloads, ['R', 'S']);
         assert!(o.servers == [ServerId::Testkit, ServerId::S3sFs]);
         let p = o.profiles.unwrap();
-        assert!(
-            p[0] == Profile {
-                rtt_ms: 0,
-                cap: None,
-                slow_start: false,
-            }
-        );
-        assert!(
-            p[1] == Profile {
-                rtt_ms: 20,
-                cap: Some(Cap::Total(GBIT)),
-                slow_start: false,
-            }
-        );
+        assert!(p[0] == Profile::new(0, None));
+        assert!(p[1] == Profile::new(20, Some(Cap::Total(GBIT))));
         let one = |v: &str| parse(&["--profiles", v]).unwrap().opts().profiles.unwrap()[0];
         let conn = one("5/conn");
         assert_eq!(conn.connection_cap(), Some(CONNECTION_RATE));

@@ -252,14 +252,7 @@ impl Server {
     /// already take a share of the two minutes).
     /// P (issue 16) runs at RTT 0, 20 ms, and 20 ms at 1 Gbit/s on both (RTT 0 in quick mode).
     pub fn runs(&self, w: &Workload, profile: Profile, quick: bool) -> bool {
-        let at = |rtt_ms, cap| {
-            profile
-                == Profile {
-                    rtt_ms,
-                    cap,
-                    slow_start: false,
-                }
-        };
+        let at = |rtt_ms, cap| profile == Profile::new(rtt_ms, cap);
         let gbit = Some(Cap::Total(GBIT));
         if w.written().is_some() {
             return self.serves(w) && (at(0, None) || !quick && (at(20, None) || at(20, gbit)));
